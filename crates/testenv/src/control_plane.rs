@@ -1,0 +1,358 @@
+//! Starting, stopping and disrupting a control plane: etcd, kube-apiserver and a kube-controller-manager
+//! limited to the garbage-collector and namespace controllers, each its own process.
+
+use std::{
+    net::TcpStream,
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Api;
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    Cluster, Component, Error, Result,
+    certs::Pki,
+    kubeconfig::{self, Credentials},
+    ports::free_port,
+};
+
+/// How long a component gets to start before the start counts as failed.
+const START_TIMEOUT: Duration = Duration::from_secs(180);
+/// How long a component gets to exit after SIGTERM before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(15);
+
+/// The audit policy: the metadata of every request, once it has completed (and once a long-running
+/// request such as a watch has started).
+const AUDIT_POLICY: &str = r#"{"apiVersion":"audit.k8s.io/v1","kind":"Policy","omitStages":["RequestReceived"],"rules":[{"level":"Metadata"}]}"#;
+
+/// What is written to `testbed.json` in the test bed's directory, so that tests and later `xtask`
+/// commands find a running control plane.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct State {
+    /// How to reach the cluster.
+    #[serde(flatten)]
+    pub cluster: Cluster,
+    /// etcd's client port.
+    pub etcd_port: u16,
+    /// etcd's peer port.
+    pub etcd_peer_port: u16,
+    /// The apiserver's secure port.
+    pub apiserver_port: u16,
+    /// PIDs of the running components, by name.
+    pub pids: Vec<(String, u32)>,
+}
+
+impl State {
+    /// The state file's path in `dir`.
+    pub fn path(dir: &Path) -> PathBuf {
+        dir.join("testbed.json")
+    }
+
+    /// Reads the state file in `dir`.
+    pub fn load(dir: &Path) -> Result<State> {
+        let path = State::path(dir);
+        let text = std::fs::read_to_string(&path).map_err(Error::io(
+            "reading the test bed's state (is the control plane up? `cargo xtask control-plane up`)",
+            &path,
+        ))?;
+        serde_json::from_str(&text).map_err(|source| Error::Parse {
+            context: "parsing the test bed's state",
+            path,
+            source,
+        })
+    }
+
+    fn save(&self) -> Result<()> {
+        let path = State::path(&self.cluster.dir);
+        let text = serde_json::to_string_pretty(self).map_err(|source| Error::Parse {
+            context: "serializing the test bed's state",
+            path: path.clone(),
+            source,
+        })?;
+        std::fs::write(&path, text).map_err(Error::io("writing the test bed's state", &path))
+    }
+}
+
+/// A running control plane whose processes this value owns. Dropping it kills them, unless it was
+/// started detached.
+#[derive(Debug)]
+pub struct ControlPlane {
+    state: State,
+    etcd: Component,
+    apiserver: Component,
+    controller_manager: Component,
+}
+
+impl ControlPlane {
+    /// Starts a control plane in `dir` with the harness binary `harness`. With `detached`, its processes
+    /// outlive this one (for `cargo xtask control-plane up`); otherwise they exit with it.
+    pub async fn start(dir: &Path, harness: &Path, detached: bool) -> Result<ControlPlane> {
+        std::fs::create_dir_all(dir).map_err(Error::io("creating the test bed directory", dir))?;
+        let dir = dir
+            .canonicalize()
+            .map_err(Error::io("resolving the test bed directory", dir))?;
+        let pki = Pki::generate(&dir.join("pki"))?;
+        let (etcd_port, etcd_peer_port, apiserver_port) = (free_port()?, free_port()?, free_port()?);
+        let server = format!("https://127.0.0.1:{apiserver_port}");
+        let admin_kubeconfig = dir.join("admin.kubeconfig");
+        kubeconfig::write(
+            &admin_kubeconfig,
+            &server,
+            &pki.serving_ca,
+            "admin",
+            Credentials::Cert {
+                cert: &pki.admin_cert,
+                key: &pki.admin_key,
+            },
+        )?;
+        let audit_policy = dir.join("audit-policy.json");
+        std::fs::write(&audit_policy, AUDIT_POLICY)
+            .map_err(Error::io("writing the audit policy", &audit_policy))?;
+        let audit_log = dir.join("audit.log");
+
+        let arg = |k: &str, v: &dyn std::fmt::Display| format!("--{k}={v}");
+        let etcd_args = vec![
+            "etcd".to_string(),
+            arg("data-dir", &dir.join("etcd").display()),
+            arg("client-port", &etcd_port),
+            arg("peer-port", &etcd_peer_port),
+        ];
+        let apiserver_args = vec![
+            "kube-apiserver".to_string(),
+            arg("etcd-servers", &format!("http://127.0.0.1:{etcd_port}")),
+            arg("bind-address", &"127.0.0.1"),
+            arg("advertise-address", &"127.0.0.1"),
+            arg("secure-port", &apiserver_port),
+            arg("tls-cert-file", &pki.serving_cert.display()),
+            arg("tls-private-key-file", &pki.serving_key.display()),
+            arg("client-ca-file", &pki.client_ca.display()),
+            arg("service-account-issuer", &server),
+            arg("service-account-key-file", &pki.sa_pub.display()),
+            arg("service-account-signing-key-file", &pki.sa_key.display()),
+            arg("authorization-mode", &"RBAC"),
+            arg("service-cluster-ip-range", &"10.0.0.0/24"),
+            arg("disable-admission-plugins", &"ServiceAccount"),
+            arg("endpoint-reconciler-type", &"none"),
+            arg("allow-privileged", &"true"),
+            arg("audit-policy-file", &audit_policy.display()),
+            arg("audit-log-path", &audit_log.display()),
+            arg("audit-log-format", &"json"),
+            arg("audit-log-maxsize", &0),
+            arg("v", &0),
+        ];
+        let kcm_args = vec![
+            "kube-controller-manager".to_string(),
+            arg("kubeconfig", &admin_kubeconfig.display()),
+            arg(
+                "controllers",
+                &"garbage-collector-controller,namespace-controller",
+            ),
+            arg("leader-elect", &"false"),
+            arg("secure-port", &0),
+            arg("use-service-account-credentials", &"false"),
+            arg("v", &0),
+        ];
+        let component = |name: &str, args: Vec<String>| {
+            let mut c = Component::new(name, harness, args, dir.join(format!("{name}.log")));
+            if detached {
+                c.detach_from_parent();
+            }
+            c
+        };
+        let cluster = Cluster {
+            dir: dir.clone(),
+            harness: harness.to_path_buf(),
+            server,
+            ca: pki.serving_ca.clone(),
+            admin_kubeconfig,
+            audit_log,
+        };
+        let mut cp = ControlPlane {
+            state: State {
+                cluster,
+                etcd_port,
+                etcd_peer_port,
+                apiserver_port,
+                pids: Vec::new(),
+            },
+            etcd: component("etcd", etcd_args),
+            apiserver: component("kube-apiserver", apiserver_args),
+            controller_manager: component("kube-controller-manager", kcm_args),
+        };
+        cp.etcd.start()?;
+        cp.wait_etcd()?;
+        cp.apiserver.start()?;
+        cp.wait_apiserver().await?;
+        cp.controller_manager.start()?;
+        cp.save()?;
+        Ok(cp)
+    }
+
+    /// Starts a private control plane for a test that disrupts it (pausing etcd, restarting the
+    /// apiserver), with the harness of the shared test bed. It is torn down when dropped.
+    pub async fn private() -> Result<ControlPlane> {
+        let shared = Cluster::shared()?;
+        let dir = shared
+            .dir
+            .join("private")
+            .join(uuid::Uuid::new_v4().simple().to_string());
+        ControlPlane::start(&dir, &shared.harness, false).await
+    }
+
+    /// The running control plane recorded in `dir`, adopted by PID (for `cargo xtask control-plane down`).
+    pub fn adopt(dir: &Path) -> Result<ControlPlane> {
+        let state = State::load(dir)?;
+        let pid = |name: &str| {
+            state
+                .pids
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, p)| *p)
+                .unwrap_or(0)
+        };
+        let harness = state.cluster.harness.clone();
+        let c = |name: &str| Component::adopt(name, &harness, dir.join(format!("{name}.log")), pid(name));
+        Ok(ControlPlane {
+            etcd: c("etcd"),
+            apiserver: c("kube-apiserver"),
+            controller_manager: c("kube-controller-manager"),
+            state,
+        })
+    }
+
+    /// How to reach it.
+    pub fn cluster(&self) -> &Cluster {
+        &self.state.cluster
+    }
+
+    /// Its recorded state.
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    /// The etcd process.
+    pub fn etcd(&mut self) -> &mut Component {
+        &mut self.etcd
+    }
+
+    /// The kube-apiserver process.
+    pub fn apiserver(&mut self) -> &mut Component {
+        &mut self.apiserver
+    }
+
+    /// The kube-controller-manager process.
+    pub fn controller_manager(&mut self) -> &mut Component {
+        &mut self.controller_manager
+    }
+
+    /// Restarts the apiserver with the same flags, port and certificates, and waits until it is ready.
+    pub async fn restart_apiserver(&mut self) -> Result<()> {
+        self.apiserver.restart(STOP_GRACE)?;
+        self.wait_apiserver().await?;
+        self.save()
+    }
+
+    /// Whether each component is running, by name.
+    pub fn status(&mut self) -> Vec<(String, Option<u32>, bool)> {
+        [&mut self.etcd, &mut self.apiserver, &mut self.controller_manager]
+            .into_iter()
+            .map(|c| {
+                let running = c.is_running();
+                (c.name().to_string(), c.pid(), running)
+            })
+            .collect()
+    }
+
+    /// Stops every component: the controller manager, then the apiserver, then etcd.
+    pub fn stop(&mut self) -> Result<()> {
+        self.controller_manager.stop(STOP_GRACE)?;
+        self.apiserver.stop(STOP_GRACE)?;
+        self.etcd.stop(STOP_GRACE)
+    }
+
+    fn save(&mut self) -> Result<()> {
+        self.state.pids = [&self.etcd, &self.apiserver, &self.controller_manager]
+            .into_iter()
+            .filter_map(|c| c.pid().map(|p| (c.name().to_string(), p)))
+            .collect();
+        self.state.save()
+    }
+
+    fn wait_etcd(&mut self) -> Result<()> {
+        let start = Instant::now();
+        let addr = format!("127.0.0.1:{}", self.state.etcd_port);
+        loop {
+            if TcpStream::connect(&addr).is_ok() {
+                return Ok(());
+            }
+            self.check_alive(true)?;
+            if start.elapsed() > START_TIMEOUT {
+                return Err(timeout("etcd to listen", START_TIMEOUT));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits for `/readyz` and for the `default` namespace.
+    async fn wait_apiserver(&mut self) -> Result<()> {
+        let start = Instant::now();
+        let client = self.cluster().client().await?;
+        loop {
+            let ready = client
+                .request_text(
+                    http::Request::get("/readyz")
+                        .body(Vec::new())
+                        .map_err(|e| Error::Unexpected(format!("building a /readyz request: {e}")))?,
+                )
+                .await
+                .is_ok_and(|body| body.trim() == "ok");
+            if ready {
+                let namespaces: Api<Namespace> = Api::all(client.clone());
+                if matches!(namespaces.get_opt("default").await, Ok(Some(_))) {
+                    return Ok(());
+                }
+            }
+            self.check_alive(false)?;
+            if start.elapsed() > START_TIMEOUT {
+                return Err(timeout(
+                    "kube-apiserver to be ready with namespace default",
+                    START_TIMEOUT,
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn check_alive(&mut self, etcd_only: bool) -> Result<()> {
+        let mut list = vec![&mut self.etcd];
+        if !etcd_only {
+            list.push(&mut self.apiserver);
+        }
+        for c in list {
+            if !c.is_running() {
+                let tail = log_tail(c.log(), 15);
+                return Err(Error::Component {
+                    component: c.name().to_string(),
+                    message: format!("exited during start-up; last lines of its log:\n{tail}"),
+                    log: c.log().to_path_buf(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+fn timeout(what: &str, after: Duration) -> Error {
+    Error::Timeout {
+        what: what.to_string(),
+        seconds: after.as_secs(),
+    }
+}
+
+fn log_tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}

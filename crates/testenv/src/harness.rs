@@ -1,0 +1,132 @@
+//! Building the Go harness (`tests/control-plane`) once, cached under `target/harness/<key>/harness`.
+//!
+//! The cache key hashes go.mod, go.sum, the harness's Go sources and the output of `go version`, so a
+//! change to any of them builds again and nothing else does. The build pins the version ldflags so
+//! that `/version` reports the real Kubernetes version.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+};
+
+use sha2::{Digest, Sha256};
+
+use crate::{Error, KUBERNETES_VERSION, Result};
+
+/// The repository root, as seen from this crate's sources.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// The Go module of the harness.
+pub fn source_dir() -> PathBuf {
+    repo_root().join("tests").join("control-plane")
+}
+
+/// The ldflags that stamp the pinned version into the binary.
+fn ldflags() -> String {
+    let v = KUBERNETES_VERSION;
+    let (major, minor) = {
+        let mut parts = v.trim_start_matches('v').split('.');
+        (
+            parts.next().unwrap_or("1").to_string(),
+            parts.next().unwrap_or("0").to_string(),
+        )
+    };
+    let mut flags = vec!["-s".to_string(), "-w".to_string()];
+    for pkg in ["k8s.io/component-base/version", "k8s.io/client-go/pkg/version"] {
+        flags.push(format!("-X {pkg}.gitVersion={v}"));
+        flags.push(format!("-X {pkg}.gitMajor={major}"));
+        flags.push(format!("-X {pkg}.gitMinor={minor}"));
+        flags.push(format!("-X {pkg}.gitTreeState=clean"));
+    }
+    flags.join(" ")
+}
+
+/// The cache key for the current sources and Go toolchain.
+pub fn cache_key() -> Result<String> {
+    let dir = source_dir();
+    let mut hasher = Sha256::new();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map_err(Error::io("listing the harness sources", &dir))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            name == "go.mod" || name == "go.sum" || name.ends_with(".go")
+        })
+        .collect();
+    files.sort();
+    for f in files {
+        let bytes = std::fs::read(&f).map_err(Error::io("reading a harness source", &f))?;
+        hasher.update(f.file_name().map(|n| n.as_encoded_bytes()).unwrap_or_default());
+        hasher.update(&bytes);
+    }
+    let go = Command::new("go").arg("version").output().map_err(Error::io(
+        "running `go version` (is Go installed and on PATH?)",
+        "go",
+    ))?;
+    hasher.update(&go.stdout);
+    hasher.update(ldflags().as_bytes());
+    let digest = hasher.finalize();
+    Ok(digest.iter().take(8).map(|b| format!("{b:02x}")).collect())
+}
+
+/// Returns the cached harness binary, building it first when the cache has none for the current key.
+/// `progress` receives one line now and then while Go builds.
+pub fn ensure_built(target_dir: &Path, mut progress: impl FnMut(&str)) -> Result<PathBuf> {
+    let key = cache_key()?;
+    let out_dir = target_dir.join("harness").join(&key);
+    let binary = out_dir.join("harness");
+    if binary.exists() {
+        return Ok(binary);
+    }
+    std::fs::create_dir_all(&out_dir).map_err(Error::io("creating the harness cache", &out_dir))?;
+    let tmp = out_dir.join("harness.partial");
+    progress(&format!(
+        "building the Go harness (kube-apiserver {KUBERNETES_VERSION}, etcd, kube-controller-manager, \
+         client-go candidate) into {}; a cold build takes 10-20 minutes on 2 cores",
+        binary.display()
+    ));
+    let mut child = Command::new("go")
+        .args(["build", "-v", "-trimpath", "-ldflags", &ldflags(), "-o"])
+        .arg(&tmp)
+        .arg(".")
+        .current_dir(source_dir())
+        .env("CGO_ENABLED", "0")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(Error::io("starting `go build`", source_dir()))?;
+    let mut errors = Vec::new();
+    let mut packages = 0usize;
+    if let Some(stderr) = child.stderr.take() {
+        for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
+            // `go build -v` names each package as it compiles it; anything with a colon or a `#` is a message.
+            if line.starts_with('#') || line.contains(": ") || line.starts_with("go: ") {
+                errors.push(line);
+                continue;
+            }
+            packages += 1;
+            if packages % 100 == 0 {
+                progress(&format!("compiled {packages} packages, now {line}"));
+            }
+        }
+    }
+    let status = child
+        .wait()
+        .map_err(Error::io("waiting for `go build`", source_dir()))?;
+    if !status.success() {
+        return Err(Error::Build(format!(
+            "`go build` failed ({status}):\n{}",
+            errors.join("\n")
+        )));
+    }
+    std::fs::rename(&tmp, &binary).map_err(Error::io("installing the harness binary", &binary))?;
+    progress(&format!("built the harness ({packages} packages compiled)"));
+    Ok(binary)
+}

@@ -1,0 +1,43 @@
+//! The Rust side of the crossplane-rs test bed.
+//!
+//! Every integration test in the workspace runs against a real kube-apiserver backed by a real etcd,
+//! built from Go modules in `tests/control-plane` (the *harness*). This crate:
+//!
+//! - builds the harness once and caches it under `target/harness/` ([`harness`]);
+//! - starts etcd, kube-apiserver and a kube-controller-manager limited to the garbage-collector and
+//!   namespace controllers as separate processes on free loopback ports, with generated certificates,
+//!   RBAC authorization, a service-account issuer and a Metadata-level audit log ([`ControlPlane`]);
+//! - stops, kills, pauses (SIGSTOP), resumes and restarts each of them separately, touching only
+//!   processes it started ([`Component`]);
+//! - gives tests a handle on the cluster ([`Cluster`]): an admin client, a fresh namespace per test,
+//!   kubeconfigs for limited ServiceAccounts, and a typed reader of the audit log ([`audit`]).
+//!
+//! `cargo xtask test` starts one control plane for the whole run and points the tests at it with the
+//! environment variable [`ENV_TESTBED`]. A test that needs the cluster and finds the variable unset fails
+//! with a message saying to run `cargo xtask test`; it never skips. Tests that disrupt the control plane
+//! (pausing etcd, restarting the apiserver) start a private one with [`ControlPlane::private`], so that
+//! the shared one stays healthy for the tests running beside them.
+#![forbid(unsafe_code)]
+
+pub mod audit;
+mod certs;
+mod cluster;
+mod component;
+mod control_plane;
+mod error;
+pub mod harness;
+mod kubeconfig;
+mod ports;
+
+pub use audit::{AuditEvent, AuditLog};
+pub use cluster::{Cluster, client_from};
+pub use component::Component;
+pub use control_plane::{ControlPlane, State};
+pub use error::{Error, Result};
+
+/// The environment variable through which `cargo xtask test` tells tests where the shared test bed is:
+/// the directory that holds its `testbed.json`.
+pub const ENV_TESTBED: &str = "CROSSPLANE_RS_TESTBED";
+
+/// The Kubernetes version the harness is pinned to (see `tests/control-plane/go.mod`).
+pub const KUBERNETES_VERSION: &str = "v1.36.3";

@@ -1,0 +1,62 @@
+// Command harness is the crossplane-rs test bed: one binary that runs a real
+// etcd, kube-apiserver, a kube-controller-manager limited to the garbage
+// collector and namespace controllers, and a client-go leader-election
+// candidate used as the interoperability peer and benchmark anchor.
+//
+// Usage: harness <etcd|kube-apiserver|kube-controller-manager|lease-candidate|version> [flags]
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
+
+func main() {
+	exitWithParent()
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	cmd, args := os.Args[1], os.Args[2:]
+	switch cmd {
+	case "etcd":
+		os.Exit(runEtcd(args))
+	case "kube-apiserver":
+		os.Exit(runAPIServer(args))
+	case "kube-controller-manager":
+		os.Exit(runControllerManager(args))
+	case "lease-candidate":
+		os.Exit(runLeaseCandidate(args))
+	case "version":
+		fmt.Println(version())
+	case "-h", "--help", "help":
+		usage()
+	default:
+		fmt.Fprintf(os.Stderr, "harness: unknown subcommand %q\n", cmd)
+		usage()
+		os.Exit(2)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: harness <etcd|kube-apiserver|kube-controller-manager|lease-candidate|version> [flags]")
+}
+
+// exitWithParent ends this process when the process named by HARNESS_PARENT_PID exits, so that a test
+// bed never outlives the test run that started it, even when that run is killed.
+func exitWithParent() {
+	ppid, err := strconv.Atoi(os.Getenv("HARNESS_PARENT_PID"))
+	if err != nil || ppid <= 1 {
+		return
+	}
+	go func() {
+		for range time.Tick(time.Second) {
+			if os.Getppid() != ppid {
+				fmt.Fprintf(os.Stderr, "harness: parent %d exited; exiting\n", ppid)
+				os.Exit(3)
+			}
+		}
+	}()
+}

@@ -1,0 +1,82 @@
+//! `cargo xtask`: the project's automation.
+//!
+//! - `cargo xtask test [-- <cargo test args>]` builds the Go harness (cached), starts one local control
+//!   plane, runs the whole workspace test suite against it, and stops it. This is the README's test command.
+//! - `cargo xtask control-plane up|down|status` leaves a control plane running for people and kubectl.
+//! - `cargo xtask harness` only builds the harness.
+#![forbid(unsafe_code)]
+
+mod control_plane;
+mod test;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// crossplane-rs project automation.
+#[derive(Parser)]
+#[command(name = "cargo xtask", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build the harness, start a control plane, run every test of the workspace against it, stop it.
+    Test {
+        /// Arguments passed to `cargo test` after `--workspace` (e.g. `-p election -- interop`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Manage a long-lived local control plane for kubectl and manual testing.
+    ControlPlane {
+        #[command(subcommand)]
+        action: control_plane::Action,
+    },
+    /// Build the Go harness (kube-apiserver, etcd, kube-controller-manager, client-go candidate) and print its path.
+    Harness,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Test { args } => test::run(&args),
+        Command::ControlPlane { action } => control_plane::run(action),
+        Command::Harness => harness().map(|p| {
+            println!("{}", p.display());
+            0
+        }),
+    };
+    match result {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// The Cargo target directory.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| testenv::harness::repo_root().join("target"))
+}
+
+/// Builds the harness if needed, with progress on stderr, and returns its path.
+fn harness() -> anyhow::Result<PathBuf> {
+    let start = std::time::Instant::now();
+    let path = testenv::harness::ensure_built(&target_dir(), |line| eprintln!("[harness] {line}"))?;
+    eprintln!(
+        "[harness] ready: {} ({:.1}s)",
+        path.display(),
+        start.elapsed().as_secs_f64()
+    );
+    Ok(path)
+}
+
+/// A tokio runtime for the async parts of the test bed.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+}

@@ -1,0 +1,40 @@
+//! `cargo xtask test`: one control plane for the whole run.
+
+use std::{process::Command, time::Instant};
+
+use anyhow::Context;
+
+use crate::{harness, runtime, target_dir};
+
+/// Runs the workspace tests against a fresh control plane and returns cargo's exit code.
+pub fn run(args: &[String]) -> anyhow::Result<i32> {
+    let harness = harness()?;
+    let dir = target_dir().join("testbed").join("test");
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)
+            .with_context(|| format!("removing the old test bed {}", dir.display()))?;
+    }
+    let rt = runtime()?;
+    let start = Instant::now();
+    eprintln!(
+        "[testbed] starting etcd, kube-apiserver and kube-controller-manager in {}",
+        dir.display()
+    );
+    let mut cp = rt
+        .block_on(testenv::ControlPlane::start(&dir, &harness, false))
+        .context("starting the test control plane")?;
+    eprintln!(
+        "[testbed] ready at {} in {:.1}s",
+        cp.cluster().server,
+        start.elapsed().as_secs_f64()
+    );
+    let status = Command::new(env!("CARGO"))
+        .args(["test", "--workspace"])
+        .args(args)
+        .env(testenv::ENV_TESTBED, &cp.cluster().dir)
+        .status()
+        .context("running cargo test")?;
+    eprintln!("[testbed] stopping");
+    cp.stop().context("stopping the test control plane")?;
+    Ok(status.code().unwrap_or(1))
+}
