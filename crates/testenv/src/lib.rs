@@ -25,6 +25,7 @@ mod cluster;
 mod component;
 mod control_plane;
 mod error;
+pub mod go_candidate;
 pub mod harness;
 mod kubeconfig;
 mod ports;
@@ -34,6 +35,7 @@ pub use cluster::{Cluster, client_from};
 pub use component::Component;
 pub use control_plane::{ControlPlane, State};
 pub use error::{Error, Result};
+pub use go_candidate::{CandidateEvent, CandidateOptions, GoCandidate, monotonic_ns};
 
 /// The environment variable through which `cargo xtask test` tells tests where the shared test bed is:
 /// the directory that holds its `testbed.json`.
