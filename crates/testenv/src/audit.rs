@@ -44,9 +44,56 @@ pub struct AuditEvent {
     pub received: Timestamp,
     /// When this stage was reached.
     pub stage_time: Timestamp,
+    /// The request body, recorded for writes to Leases and ConfigMaps (the lock objects).
+    pub request_object: Option<serde_json::Value>,
 }
 
 impl AuditEvent {
+    /// For a write to a lock object, the holder the written record names: `spec.holderIdentity` of a
+    /// Lease, or `holderIdentity` in the leader annotation of a ConfigMap. `Some("")` is a release (or
+    /// a record without a holder); `None` means the body names no lock record.
+    pub fn lock_holder(&self) -> Option<String> {
+        let body = self.request_object.as_ref()?;
+        match self.resource.as_str() {
+            "leases" => Some(
+                body.pointer("/spec/holderIdentity")
+                    .and_then(|h| h.as_str())
+                    .unwrap_or_default()
+                    .to_string(),
+            ),
+            "configmaps" => {
+                let raw = body
+                    .pointer("/metadata/annotations/control-plane.alpha.kubernetes.io~1leader")?
+                    .as_str()?;
+                let record: serde_json::Value = serde_json::from_str(raw).ok()?;
+                Some(
+                    record
+                        .get("holderIdentity")
+                        .and_then(|h| h.as_str())
+                        .unwrap_or_default()
+                        .to_string(),
+                )
+            }
+            _ => None,
+        }
+    }
+
+    /// For a write to a Lease, the `leaseDurationSeconds` of the written record.
+    pub fn lock_duration_seconds(&self) -> Option<i64> {
+        let body = self.request_object.as_ref()?;
+        body.pointer("/spec/leaseDurationSeconds")
+            .or_else(|| body.pointer("/leaseDurationSeconds"))
+            .and_then(|d| d.as_i64())
+    }
+
+    /// The identity in the user agent `binary/version (identity)`, which every crossplane-rs binary and
+    /// the client-go candidate send.
+    pub fn agent_identity(&self) -> Option<&str> {
+        let open = self.user_agent.rfind('(')?;
+        let rest = &self.user_agent[open + 1..];
+        rest.strip_suffix(')').or_else(|| rest.split(')').next())
+    }
+
     /// Whether the verb changes state.
     pub fn is_write(&self) -> bool {
         matches!(
@@ -143,6 +190,8 @@ struct RawEvent {
     response_status: RawStatus,
     request_received_timestamp: Timestamp,
     stage_timestamp: Timestamp,
+    #[serde(default)]
+    request_object: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize, Default)]
@@ -192,6 +241,7 @@ impl From<RawEvent> for AuditEvent {
             code: r.response_status.code,
             received: r.request_received_timestamp,
             stage_time: r.stage_timestamp,
+            request_object: r.request_object,
         }
     }
 }
@@ -216,6 +266,19 @@ mod tests {
         );
         assert_eq!(e.code, 409);
         assert!(e.is_write());
+        assert_eq!(e.agent_identity(), Some("p-1"));
+        assert_eq!(e.lock_holder(), None);
+    }
+
+    #[test]
+    fn reads_the_holder_of_lock_writes() {
+        let lease = LINE.replace(
+            r#""responseStatus""#,
+            r#""requestObject":{"spec":{"holderIdentity":"p-1","leaseDurationSeconds":15}},"responseStatus""#,
+        );
+        let e = &parse(&lease, false).events[0];
+        assert_eq!(e.lock_holder().as_deref(), Some("p-1"));
+        assert_eq!(e.lock_duration_seconds(), Some(15));
     }
 
     #[test]

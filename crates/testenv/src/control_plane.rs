@@ -24,8 +24,9 @@ const START_TIMEOUT: Duration = Duration::from_secs(180);
 const STOP_GRACE: Duration = Duration::from_secs(15);
 
 /// The audit policy: the metadata of every request, once it has completed (and once a long-running
-/// request such as a watch has started).
-const AUDIT_POLICY: &str = r#"{"apiVersion":"audit.k8s.io/v1","kind":"Policy","omitStages":["RequestReceived"],"rules":[{"level":"Metadata"}]}"#;
+/// request such as a watch has started). Writes to Leases and ConfigMaps also record the request body,
+/// so that a checker can tell which holder each lock write named (acquire, renew or release).
+const AUDIT_POLICY: &str = r#"{"apiVersion":"audit.k8s.io/v1","kind":"Policy","omitStages":["RequestReceived"],"rules":[{"level":"Request","verbs":["create","update","patch"],"resources":[{"group":"coordination.k8s.io","resources":["leases"]},{"group":"","resources":["configmaps"]}]},{"level":"Metadata"}]}"#;
 
 /// What is written to `testbed.json` in the test bed's directory, so that tests and later `xtask`
 /// commands find a running control plane.

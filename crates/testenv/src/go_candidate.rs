@@ -92,7 +92,10 @@ impl GoCandidate {
     /// Starts a candidate against `cluster`.
     pub fn spawn(cluster: &Cluster, opts: &CandidateOptions) -> Result<GoCandidate> {
         let go = |d: Duration| format!("{}ms", d.as_millis());
-        let kubeconfig = opts.kubeconfig.clone().unwrap_or_else(|| cluster.admin_kubeconfig.clone());
+        let kubeconfig = opts
+            .kubeconfig
+            .clone()
+            .unwrap_or_else(|| cluster.admin_kubeconfig.clone());
         let mut child = Command::new(&cluster.harness)
             .arg("lease-candidate")
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
@@ -198,11 +201,10 @@ impl GoCandidate {
 
     /// Waits for the process to exit and returns its exit code (None if killed by a signal).
     pub async fn wait(&mut self) -> Result<Option<i32>> {
-        let status = self
-            .child
-            .wait()
-            .await
-            .map_err(Error::io("waiting for the client-go candidate", "lease-candidate"))?;
+        let status = self.child.wait().await.map_err(Error::io(
+            "waiting for the client-go candidate",
+            "lease-candidate",
+        ))?;
         Ok(status.code())
     }
 

@@ -112,7 +112,7 @@ pub fn ensure_built(target_dir: &Path, mut progress: impl FnMut(&str)) -> Result
                 continue;
             }
             packages += 1;
-            if packages % 100 == 0 {
+            if packages.is_multiple_of(100) {
                 progress(&format!("compiled {packages} packages, now {line}"));
             }
         }

@@ -127,9 +127,11 @@ async fn rbac_denies_then_allows_and_the_audit_log_records_it() -> Result<()> {
         )
         .await?;
     // RBAC takes effect once the apiserver's informers see the binding.
-    eventually("the RoleBinding to take effect", Duration::from_secs(10), || async {
-        Ok(limited.list(&Default::default()).await.is_ok())
-    })
+    eventually(
+        "the RoleBinding to take effect",
+        Duration::from_secs(10),
+        || async { Ok(limited.list(&Default::default()).await.is_ok()) },
+    )
     .await?;
     limited
         .create(
@@ -143,14 +145,22 @@ async fn rbac_denies_then_allows_and_the_audit_log_records_it() -> Result<()> {
 
     // The audit log holds both outcomes, attributed to the ServiceAccount.
     let events = c.audit().by_user(&user)?;
-    let leases: Vec<_> = events.iter().filter(|e| e.resource == "leases" && e.namespace == ns).collect();
+    let leases: Vec<_> = events
+        .iter()
+        .filter(|e| e.resource == "leases" && e.namespace == ns)
+        .collect();
     ensure!(
         leases.iter().any(|e| e.verb == "list" && e.code == 403),
         "no 403 list in the audit log for {user}: {leases:#?}"
     );
-    ensure!(leases.iter().any(|e| e.verb == "list" && e.code == 200), "no 200 list for {user}");
     ensure!(
-        leases.iter().any(|e| e.verb == "create" && e.name == "mine" && e.code == 201),
+        leases.iter().any(|e| e.verb == "list" && e.code == 200),
+        "no 200 list for {user}"
+    );
+    ensure!(
+        leases
+            .iter()
+            .any(|e| e.verb == "create" && e.name == "mine" && e.code == 201),
         "no 201 create for {user}"
     );
     Ok(())
@@ -162,7 +172,15 @@ async fn garbage_collector_and_namespace_controller_run() -> Result<()> {
     let client = c.client().await?;
     let ns = c.namespace("gc").await?;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let owner = cms.create(&PostParams::default(), &ConfigMap { metadata: meta("owner"), ..Default::default() }).await?;
+    let owner = cms
+        .create(
+            &PostParams::default(),
+            &ConfigMap {
+                metadata: meta("owner"),
+                ..Default::default()
+            },
+        )
+        .await?;
     let mut child = ConfigMap {
         metadata: meta("child"),
         ..Default::default()
@@ -176,16 +194,20 @@ async fn garbage_collector_and_namespace_controller_run() -> Result<()> {
     }]);
     cms.create(&PostParams::default(), &child).await?;
     cms.delete("owner", &DeleteParams::default()).await?;
-    eventually("the garbage collector to delete the child", Duration::from_secs(60), || async {
-        Ok(cms.get_opt("child").await?.is_none())
-    })
+    eventually(
+        "the garbage collector to delete the child",
+        Duration::from_secs(60),
+        || async { Ok(cms.get_opt("child").await?.is_none()) },
+    )
     .await?;
 
     let namespaces: Api<Namespace> = Api::all(client);
     namespaces.delete(&ns, &DeleteParams::default()).await?;
-    eventually("the namespace controller to finish deleting the namespace", Duration::from_secs(60), || async {
-        Ok(namespaces.get_opt(&ns).await?.is_none())
-    })
+    eventually(
+        "the namespace controller to finish deleting the namespace",
+        Duration::from_secs(60),
+        || async { Ok(namespaces.get_opt(&ns).await?.is_none()) },
+    )
     .await?;
     Ok(())
 }
@@ -207,23 +229,48 @@ async fn apiserver_restart_keeps_data_and_paused_etcd_fails_requests() -> Result
     let client = cp.cluster().client().await?;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let got = cms.get("survivor").await?;
-    ensure!(got.data == cm.data, "data changed across the restart: {:?}", got.data);
+    ensure!(
+        got.data == cm.data,
+        "data changed across the restart: {:?}",
+        got.data
+    );
 
     cp.etcd().pause()?;
     let short = short_timeout_client(&cp).await?;
-    let failed = Api::<ConfigMap>::namespaced(short.clone(), "default").get("survivor").await;
+    let failed = Api::<ConfigMap>::namespaced(short.clone(), "default")
+        .get("survivor")
+        .await;
     // Reads may be served from the watch cache; a write must reach etcd.
     let write = Api::<ConfigMap>::namespaced(short, "default")
-        .create(&PostParams::default(), &ConfigMap { metadata: meta("during-pause"), ..Default::default() })
+        .create(
+            &PostParams::default(),
+            &ConfigMap {
+                metadata: meta("during-pause"),
+                ..Default::default()
+            },
+        )
         .await;
-    ensure!(write.is_err(), "a write succeeded while etcd was paused (read: {failed:?})");
+    ensure!(
+        write.is_err(),
+        "a write succeeded while etcd was paused (read: {failed:?})"
+    );
     cp.etcd().resume()?;
-    eventually("writes to succeed after etcd resumed", Duration::from_secs(30), || async {
-        Ok(cms
-            .create(&PostParams::default(), &ConfigMap { metadata: meta("after-resume"), ..Default::default() })
-            .await
-            .is_ok())
-    })
+    eventually(
+        "writes to succeed after etcd resumed",
+        Duration::from_secs(30),
+        || async {
+            Ok(cms
+                .create(
+                    &PostParams::default(),
+                    &ConfigMap {
+                        metadata: meta("after-resume"),
+                        ..Default::default()
+                    },
+                )
+                .await
+                .is_ok())
+        },
+    )
     .await?;
     cp.stop()?;
     Ok(())
@@ -243,17 +290,33 @@ async fn two_client_go_candidates_hand_over_on_release() -> Result<()> {
     let c = cluster();
     let ns = c.namespace("gocand").await?;
     let a = GoCandidate::spawn(&c, &CandidateOptions::new(&ns, "lock", "go-a"))?;
-    a.wait_for("to lead", Duration::from_secs(20), |e| e.event == "started_leading").await?;
+    a.wait_for("to lead", Duration::from_secs(20), |e| {
+        e.event == "started_leading"
+    })
+    .await?;
     let b = GoCandidate::spawn(&c, &CandidateOptions::new(&ns, "lock", "go-b"))?;
-    b.wait_for("to see go-a lead", Duration::from_secs(20), |e| e.event == "new_leader" && e.leader == "go-a")
-        .await?;
+    b.wait_for("to see go-a lead", Duration::from_secs(20), |e| {
+        e.event == "new_leader" && e.leader == "go-a"
+    })
+    .await?;
     ensure!(a.is_leading() && !b.is_leading(), "exactly one must lead");
 
     a.terminate()?;
-    let released = a.wait_for("to stop leading", Duration::from_secs(10), |e| e.event == "stopped_leading").await?;
-    let took = b.wait_for("to lead", Duration::from_secs(10), |e| e.event == "started_leading").await?;
+    let released = a
+        .wait_for("to stop leading", Duration::from_secs(10), |e| {
+            e.event == "stopped_leading"
+        })
+        .await?;
+    let took = b
+        .wait_for("to lead", Duration::from_secs(10), |e| {
+            e.event == "started_leading"
+        })
+        .await?;
     ensure!(took.mono_ns >= released.mono_ns, "go-b led before go-a stopped");
-    ensure!(b.is_leading() && !a.is_leading(), "exactly one must lead after the handover");
+    ensure!(
+        b.is_leading() && !a.is_leading(),
+        "exactly one must lead after the handover"
+    );
     Ok(())
 }
 
@@ -265,8 +328,16 @@ async fn kubectl_reports_the_pinned_version() -> Result<()> {
         .args(["get", "--raw", "/version"])
         .output()
         .context("running kubectl (is it installed? .ci/run installs it)")?;
-    ensure!(out.status.success(), "kubectl failed: {}", String::from_utf8_lossy(&out.stderr));
+    ensure!(
+        out.status.success(),
+        "kubectl failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-    ensure!(v["gitVersion"] == testenv::KUBERNETES_VERSION, "version is {}", v["gitVersion"]);
+    ensure!(
+        v["gitVersion"] == testenv::KUBERNETES_VERSION,
+        "version is {}",
+        v["gitVersion"]
+    );
     Ok(())
 }

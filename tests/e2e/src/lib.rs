@@ -1,2 +1,5 @@
-//! End-to-end suites across binaries. The suites live in `tests/`.
+//! End-to-end suites across the crossplane-rs binaries (in `tests/`), and the audit-log checker they
+//! share ([`checker`]): the apiserver's audit log is the neutral witness of who wrote what, and when.
 #![forbid(unsafe_code)]
+
+pub mod checker;

@@ -1,0 +1,322 @@
+//! The audit-log checker: reconstructs each replica's leadership terms from the lock writes in the audit
+//! log, then checks that
+//!
+//! 1. no candidate acquired the lock while another's term was still valid ([`check_lock`]), and
+//! 2. every controller write by a replica fell inside one of that replica's terms ([`check_writes`]).
+//!
+//! It relies on the test bed's audit policy, which records the request body of Lease and ConfigMap
+//! writes, so each lock write names its holder; and on user agents of the form
+//! `binary/version (identity)`, which tell replicas apart.
+//!
+//! Times come from the apiserver's clock only. A write *happened after* an event when the apiserver
+//! received it after the event's response was complete (`received >= stage_time`), which is strict:
+//! a term starts when the acquisition's response was sent, and a write of the old leader must have
+//! completed before the apiserver received the next holder's acquisition.
+
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use testenv::AuditEvent;
+
+/// The lock object: a Lease (`leases`) or a ConfigMap (`configmaps`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lock {
+    /// `leases` or `configmaps`.
+    pub resource: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+}
+
+impl Lock {
+    /// A Lease lock.
+    pub fn lease(namespace: &str, name: &str) -> Lock {
+        Lock {
+            resource: "leases".into(),
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+
+    fn matches(&self, e: &AuditEvent) -> bool {
+        e.resource == self.resource
+            && e.namespace == self.namespace
+            && e.name == self.name
+            && e.subresource.is_empty()
+    }
+}
+
+/// One holder's continuous tenure of the lock, as the audit log shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Term {
+    /// The holder's identity.
+    pub holder: String,
+    /// When the acquiring write's response was complete.
+    pub start: Timestamp,
+    /// When the apiserver received the holder's last successful write naming it (acquire or renew).
+    pub last_renew: Timestamp,
+    /// The lease duration that write recorded.
+    pub lease_duration: Duration,
+    /// When the apiserver received the next successful write naming someone else (or a release).
+    pub next_write: Option<Timestamp>,
+}
+
+impl Term {
+    /// The latest moment the holder may act: the next foreign write, or its lease's expiry after the last
+    /// renew, whichever comes first.
+    pub fn valid_until(&self) -> Timestamp {
+        let expiry = self
+            .last_renew
+            .checked_add(SignedDuration::try_from(self.lease_duration).unwrap_or(SignedDuration::MAX))
+            .unwrap_or(Timestamp::MAX);
+        match self.next_write {
+            Some(next) if next < expiry => next,
+            _ => expiry,
+        }
+    }
+
+    /// Whether a write received at `received` and completed at `completed` lies inside the term.
+    pub fn covers(&self, received: Timestamp, completed: Timestamp) -> bool {
+        received >= self.start && completed <= self.valid_until()
+    }
+}
+
+/// A finding of the checker.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Violation {
+    /// When the offending write was received.
+    pub time: Timestamp,
+    /// The authenticated user.
+    pub user: String,
+    /// The user agent's identity.
+    pub identity: String,
+    /// The object written, `resource namespace/name`.
+    pub object: String,
+    /// Who held the lock at that time, if anyone.
+    pub holder: Option<String>,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} ({}) wrote {} while the holder was {}: {}",
+            self.time,
+            self.identity,
+            self.user,
+            self.object,
+            self.holder.as_deref().unwrap_or("nobody"),
+            self.reason
+        )
+    }
+}
+
+/// The successful writes to the lock, in the order the apiserver completed them.
+fn lock_writes<'a>(events: &'a [AuditEvent], lock: &Lock) -> Vec<&'a AuditEvent> {
+    let mut writes: Vec<&AuditEvent> = events
+        .iter()
+        .filter(|e| {
+            lock.matches(e) && e.is_write() && (200..300).contains(&e.code) && e.lock_holder().is_some()
+        })
+        .collect();
+    writes.sort_by_key(|e| e.stage_time);
+    writes
+}
+
+/// Reconstructs the terms of every holder of `lock`.
+pub fn terms(events: &[AuditEvent], lock: &Lock) -> Vec<Term> {
+    let mut terms: Vec<Term> = Vec::new();
+    for w in lock_writes(events, lock) {
+        let holder = w.lock_holder().unwrap_or_default();
+        let duration = Duration::from_secs(w.lock_duration_seconds().unwrap_or(0).max(0).unsigned_abs());
+        match terms.last_mut() {
+            Some(t) if t.next_write.is_none() && t.holder == holder => {
+                t.last_renew = w.received;
+                t.lease_duration = duration;
+            }
+            last => {
+                if let Some(t) = last
+                    && t.next_write.is_none()
+                {
+                    t.next_write = Some(w.received);
+                }
+                if !holder.is_empty() {
+                    terms.push(Term {
+                        holder,
+                        start: w.stage_time,
+                        last_renew: w.received,
+                        lease_duration: duration,
+                        next_write: None,
+                    });
+                }
+            }
+        }
+    }
+    terms
+}
+
+/// Checks the lock itself: every successful lock write was made by the holder it names (or by the
+/// holder releasing), and no acquisition happened while the previous holder's lease was still valid,
+/// unless that holder had released it.
+pub fn check_lock(events: &[AuditEvent], lock: &Lock) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let mut current: Option<(String, Timestamp, Duration)> = None; // holder, last write received, duration
+    for w in lock_writes(events, lock) {
+        let holder = w.lock_holder().unwrap_or_default();
+        let writer = w.agent_identity().unwrap_or_default().to_string();
+        let violation = |reason: String, held: Option<String>| Violation {
+            time: w.received,
+            user: w.user.clone(),
+            identity: writer.clone(),
+            object: format!("{} {}/{}", lock.resource, lock.namespace, lock.name),
+            holder: held,
+            reason,
+        };
+        if !holder.is_empty() && holder != writer {
+            out.push(violation(
+                format!("a lock write by {writer} names {holder} as holder"),
+                None,
+            ));
+        }
+        if let Some((prev, last, duration)) = &current
+            && !holder.is_empty()
+            && prev != &holder
+        {
+            let expiry = last
+                .checked_add(SignedDuration::try_from(*duration).unwrap_or(SignedDuration::MAX))
+                .unwrap_or(Timestamp::MAX);
+            if w.received < expiry {
+                out.push(violation(
+                    format!("acquired before the lease of {prev} expired at {expiry}"),
+                    Some(prev.clone()),
+                ));
+            }
+        }
+        let duration = Duration::from_secs(w.lock_duration_seconds().unwrap_or(0).max(0).unsigned_abs());
+        current = (!holder.is_empty()).then_some((holder, w.received, duration));
+    }
+    out
+}
+
+/// Checks that every write selected by `is_controller_write` was made by a replica inside one of its own
+/// terms of `lock`. The replica is the identity in the write's user agent.
+pub fn check_writes(
+    events: &[AuditEvent],
+    lock: &Lock,
+    is_controller_write: impl Fn(&AuditEvent) -> bool,
+) -> Vec<Violation> {
+    let terms = terms(events, lock);
+    events
+        .iter()
+        .filter(|e| e.is_write() && !lock.matches(e) && is_controller_write(e))
+        .filter_map(|e| {
+            let identity = e.agent_identity().unwrap_or_default();
+            let inside = terms
+                .iter()
+                .any(|t| t.holder == identity && t.covers(e.received, e.stage_time));
+            if inside {
+                return None;
+            }
+            let holder = terms
+                .iter()
+                .find(|t| t.start <= e.received && e.received <= t.valid_until())
+                .map(|t| t.holder.clone());
+            Some(Violation {
+                time: e.received,
+                user: e.user.clone(),
+                identity: identity.to_string(),
+                object: format!("{} {}/{}", e.resource, e.namespace, e.name),
+                holder,
+                reason: format!("{} outside any term of {identity}", e.verb),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(t_ms: i64, agent: &str, resource: &str, name: &str, holder: Option<&str>) -> AuditEvent {
+        let base: Timestamp = "2026-11-29T10:00:00Z".parse().unwrap_or(Timestamp::UNIX_EPOCH);
+        let at = |ms: i64| base.checked_add(SignedDuration::from_millis(ms)).unwrap_or(base);
+        AuditEvent {
+            audit_id: format!("{t_ms}"),
+            stage: "ResponseComplete".into(),
+            verb: "update".into(),
+            request_uri: String::new(),
+            user: "u".into(),
+            groups: vec![],
+            user_agent: format!("bin/0.1.0 ({agent})"),
+            api_group: String::new(),
+            resource: resource.into(),
+            subresource: String::new(),
+            namespace: "ns".into(),
+            name: name.into(),
+            code: 200,
+            received: at(t_ms),
+            stage_time: at(t_ms + 5),
+            request_object: holder
+                .map(|h| serde_json::json!({"spec": {"holderIdentity": h, "leaseDurationSeconds": 4}})),
+        }
+    }
+
+    fn lease(t: i64, agent: &str, holder: &str) -> AuditEvent {
+        ev(t, agent, "leases", "lock", Some(holder))
+    }
+
+    fn write(t: i64, agent: &str) -> AuditEvent {
+        ev(t, agent, "configmaps", "work", None)
+    }
+
+    #[test]
+    fn writes_inside_terms_pass() {
+        let log = vec![
+            lease(0, "a", "a"),
+            write(100, "a"),
+            lease(1000, "a", "a"),
+            lease(1500, "a", ""),
+            lease(1600, "b", "b"),
+            write(1700, "b"),
+        ];
+        let lock = Lock::lease("ns", "lock");
+        assert_eq!(terms(&log, &lock).len(), 2);
+        assert!(check_lock(&log, &lock).is_empty());
+        assert!(check_writes(&log, &lock, |_| true).is_empty());
+    }
+
+    #[test]
+    fn a_write_by_a_non_leader_is_a_violation() {
+        let log = vec![lease(0, "a", "a"), write(100, "b")];
+        let v = check_writes(&log, &Lock::lease("ns", "lock"), |_| true);
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].identity, "b");
+        assert_eq!(v[0].holder.as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn a_write_after_the_next_holder_acquired_is_a_violation() {
+        // a's lease expires at 4000; b acquires at 4100; a writes at 4200.
+        let log = vec![lease(0, "a", "a"), lease(4100, "b", "b"), write(4200, "a")];
+        let lock = Lock::lease("ns", "lock");
+        assert!(check_lock(&log, &lock).is_empty());
+        assert_eq!(check_writes(&log, &lock, |_| true).len(), 1);
+    }
+
+    #[test]
+    fn an_early_takeover_is_a_violation() {
+        let log = vec![lease(0, "a", "a"), lease(2000, "b", "b")];
+        let v = check_lock(&log, &Lock::lease("ns", "lock"));
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].reason.contains("before the lease of a expired"));
+    }
+
+    #[test]
+    fn a_write_naming_someone_else_is_a_violation() {
+        let log = vec![lease(0, "a", "b")];
+        assert_eq!(check_lock(&log, &Lock::lease("ns", "lock")).len(), 1);
+    }
+}
