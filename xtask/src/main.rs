@@ -3,10 +3,12 @@
 //! - `cargo xtask test [-- <cargo test args>]` builds the Go harness (cached), starts one local control
 //!   plane, runs the whole workspace test suite against it, and stops it. This is the README's test command.
 //! - `cargo xtask control-plane up|down|status` leaves a control plane running for people and kubectl.
+//! - `cargo xtask image [BINARY|--all]` packs release binaries as OCI image archives.
 //! - `cargo xtask harness` only builds the harness.
 #![forbid(unsafe_code)]
 
 mod control_plane;
+mod image;
 mod test;
 
 use std::path::PathBuf;
@@ -34,6 +36,14 @@ enum Command {
         #[command(subcommand)]
         action: control_plane::Action,
     },
+    /// Build release images of the binaries as OCI archives under target/images/ (no Docker daemon).
+    Image {
+        /// Binaries to build (all when none is named).
+        binaries: Vec<String>,
+        /// Build every binary.
+        #[arg(long, conflicts_with = "binaries")]
+        all: bool,
+    },
     /// Build the Go harness (kube-apiserver, etcd, kube-controller-manager, client-go candidate) and print its path.
     Harness,
 }
@@ -43,6 +53,7 @@ fn main() {
     let result = match cli.command {
         Command::Test { args } => test::run(&args),
         Command::ControlPlane { action } => control_plane::run(action),
+        Command::Image { binaries, all: _ } => image::run(&binaries).map(|_| 0),
         Command::Harness => harness().map(|p| {
             println!("{}", p.display());
             0
