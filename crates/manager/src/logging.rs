@@ -1,0 +1,41 @@
+//! Logging: a tracing subscriber writing text or JSON lines to stderr, filtered by `--log-level`.
+
+use tracing_subscriber::EnvFilter;
+
+use crate::args::LogFormat;
+
+/// The global subscriber could not be installed.
+#[derive(Debug, thiserror::Error)]
+pub enum LoggingError {
+    /// The filter did not parse ([`Args::resolve`](crate::Args::resolve) checks this first).
+    #[error("invalid log filter {filter:?}: {source}")]
+    Filter {
+        /// The filter as given.
+        filter: String,
+        /// Why it did not parse.
+        source: tracing_subscriber::filter::ParseError,
+    },
+    /// Another global subscriber was installed already.
+    #[error("cannot install the log subscriber: {0}")]
+    Install(String),
+}
+
+/// Installs the global tracing subscriber. Call once, early in `main`.
+pub fn init(format: LogFormat, filter: &str) -> Result<(), LoggingError> {
+    let env_filter = EnvFilter::try_new(filter).map_err(|source| LoggingError::Filter {
+        filter: filter.to_owned(),
+        source,
+    })?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(env_filter)
+        .with_writer(std::io::stderr);
+    let result = match format {
+        LogFormat::Text => builder.with_target(true).try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .try_init(),
+    };
+    result.map_err(|e| LoggingError::Install(e.to_string()))
+}

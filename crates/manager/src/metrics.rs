@@ -1,0 +1,206 @@
+//! The metrics registry and controller-runtime-compatible reconcile metrics.
+//!
+//! One [`prometheus::Registry`] holds everything `/metrics` serves: the elector's
+//! `leader_election_master_status`, process metrics (`process_*`), and the reconcile metrics below, with
+//! controller-runtime's names, labels and buckets so existing dashboards and alerts keep working.
+
+use std::time::{Duration, Instant};
+
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
+
+/// controller-runtime's buckets for `controller_runtime_reconcile_time_seconds`.
+const RECONCILE_BUCKETS: &[f64] = &[
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.25,
+    1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0,
+    50.0, 60.0,
+];
+
+/// A metric could not be registered (a name clash).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot register metrics: {0}")]
+pub struct MetricsError(#[from] prometheus::Error);
+
+/// The manager's metrics: the registry and the reconcile helper. Cheap to clone.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Registry,
+    reconcile: ReconcileMetrics,
+}
+
+impl Metrics {
+    /// A registry with process metrics and the reconcile metrics registered.
+    pub fn new() -> Result<Self, MetricsError> {
+        let registry = Registry::new();
+        #[cfg(target_os = "linux")]
+        registry.register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ))?;
+        let reconcile = ReconcileMetrics::new(&registry)?;
+        Ok(Self { registry, reconcile })
+    }
+
+    /// The registry `/metrics` serves; register your own collectors here.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The reconcile metrics.
+    pub fn reconcile(&self) -> &ReconcileMetrics {
+        &self.reconcile
+    }
+
+    /// The Prometheus text exposition of everything registered.
+    pub fn render(&self) -> String {
+        let families = self.registry.gather();
+        prometheus::TextEncoder::new()
+            .encode_to_string(&families)
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "cannot encode metrics");
+                String::new()
+            })
+    }
+}
+
+/// The outcome of one reconcile, as controller-runtime labels it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReconcileResult {
+    /// Done, no requeue.
+    Success,
+    /// Failed (also counts in `controller_runtime_reconcile_errors_total`).
+    Error,
+    /// Done, requeue with back-off.
+    Requeue,
+    /// Done, requeue after a set time.
+    RequeueAfter,
+}
+
+impl ReconcileResult {
+    const ALL: [Self; 4] = [Self::Success, Self::Error, Self::Requeue, Self::RequeueAfter];
+
+    /// The `result` label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Error => "error",
+            Self::Requeue => "requeue",
+            Self::RequeueAfter => "requeue_after",
+        }
+    }
+}
+
+/// `controller_runtime_reconcile_total{controller,result}`, `controller_runtime_reconcile_errors_total
+/// {controller}` and `controller_runtime_reconcile_time_seconds{controller}`.
+#[derive(Clone)]
+pub struct ReconcileMetrics {
+    total: IntCounterVec,
+    errors: IntCounterVec,
+    time: HistogramVec,
+}
+
+impl ReconcileMetrics {
+    /// Creates the metrics and registers them in `registry`.
+    pub fn new(registry: &Registry) -> Result<Self, MetricsError> {
+        let total = IntCounterVec::new(
+            Opts::new(
+                "controller_runtime_reconcile_total",
+                "Total number of reconciliations per controller",
+            ),
+            &["controller", "result"],
+        )?;
+        let errors = IntCounterVec::new(
+            Opts::new(
+                "controller_runtime_reconcile_errors_total",
+                "Total number of reconciliation errors per controller",
+            ),
+            &["controller"],
+        )?;
+        let time = HistogramVec::new(
+            HistogramOpts::new(
+                "controller_runtime_reconcile_time_seconds",
+                "Length of time per reconciliation per controller",
+            )
+            .buckets(RECONCILE_BUCKETS.to_vec()),
+            &["controller"],
+        )?;
+        registry.register(Box::new(total.clone()))?;
+        registry.register(Box::new(errors.clone()))?;
+        registry.register(Box::new(time.clone()))?;
+        Ok(Self { total, errors, time })
+    }
+
+    /// Exposes a controller's series at zero before its first reconcile, as controller-runtime does.
+    pub fn register_controller(&self, controller: &str) {
+        for r in ReconcileResult::ALL {
+            self.total.with_label_values(&[controller, r.label()]);
+        }
+        self.errors.with_label_values(&[controller]);
+    }
+
+    /// Records one reconcile.
+    pub fn observe(&self, controller: &str, result: ReconcileResult, elapsed: Duration) {
+        self.total.with_label_values(&[controller, result.label()]).inc();
+        if result == ReconcileResult::Error {
+            self.errors.with_label_values(&[controller]).inc();
+        }
+        self.time
+            .with_label_values(&[controller])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Starts timing a reconcile; finish it with [`ReconcileTimer::finish`].
+    pub fn start(&self, controller: &str) -> ReconcileTimer {
+        ReconcileTimer {
+            metrics: self.clone(),
+            controller: controller.to_owned(),
+            started: Instant::now(),
+        }
+    }
+}
+
+/// Times one reconcile (see [`ReconcileMetrics::start`]).
+#[must_use = "call finish() to record the reconcile"]
+pub struct ReconcileTimer {
+    metrics: ReconcileMetrics,
+    controller: String,
+    started: Instant,
+}
+
+impl ReconcileTimer {
+    /// Records the reconcile with its outcome and the time since [`ReconcileMetrics::start`].
+    pub fn finish(self, result: ReconcileResult) {
+        self.metrics
+            .observe(&self.controller, result, self.started.elapsed());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_controller_runtime_names() {
+        let m = Metrics::new().expect("metrics");
+        m.reconcile().register_controller("idle");
+        m.reconcile()
+            .observe("counter", ReconcileResult::Success, Duration::from_millis(3));
+        m.reconcile()
+            .observe("counter", ReconcileResult::Error, Duration::from_millis(30));
+        m.reconcile()
+            .start("counter")
+            .finish(ReconcileResult::RequeueAfter);
+        let text = m.render();
+        for line in [
+            r#"controller_runtime_reconcile_total{controller="counter",result="success"} 1"#,
+            r#"controller_runtime_reconcile_total{controller="counter",result="error"} 1"#,
+            r#"controller_runtime_reconcile_total{controller="counter",result="requeue_after"} 1"#,
+            r#"controller_runtime_reconcile_total{controller="idle",result="requeue"} 0"#,
+            r#"controller_runtime_reconcile_errors_total{controller="counter"} 1"#,
+            r#"controller_runtime_reconcile_time_seconds_count{controller="counter"} 3"#,
+            r#"controller_runtime_reconcile_time_seconds_bucket{controller="counter",le="0.005"} 2"#,
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+        #[cfg(target_os = "linux")]
+        assert!(text.contains("process_resident_memory_bytes"), "{text}");
+    }
+}
