@@ -1,5 +1,38 @@
-//! Crossplane API types as Rust types: common conditions, the managed-resource spec,
-//! ProviderConfig, XRDs and Compositions.
+//! Crossplane API types as Rust types, shared by every provider and the core.
 //!
-//! This crate starts empty: the types arrive with the providers and core issues.
+//! Modules, one concept each:
+//! - [`condition`]: the `Condition` type, the `Ready`/`Synced` constructors and crossplane-runtime's
+//!   `SetConditions` rule;
+//! - [`meta`]: well-known annotations, labels and finalizers;
+//! - [`policy`]: `managementPolicies` and `deletionPolicy`, and which combinations are supported;
+//! - [`reference`]: references to ProviderConfigs and Secrets;
+//! - [`resource`]: the managed-resource spec (cluster-scoped legacy and namespaced v2 variants) and status;
+//! - [`providerconfig`]: the shapes of ProviderConfig and ProviderConfigUsage that each provider declares
+//!   in its own API group.
+//!
+//! Wire format follows Crossplane v2 (`apis/core/v2` of crossplane/crossplane).
 #![forbid(unsafe_code)]
+
+pub mod apiextensions;
+pub mod condition;
+pub mod duration;
+pub mod meta;
+pub mod policy;
+pub mod providerconfig;
+pub mod reference;
+pub mod resource;
+mod schema;
+
+pub use condition::{Condition, ConditionStatus};
+pub use duration::parse_go_duration;
+pub use policy::{DeletionPolicy, ManagementAction, ManagementPolicies};
+pub use providerconfig::{
+    CommonCredentialSelectors, CredentialsSource, ProviderConfigStatus, ProviderConfigUsageSpec,
+    TypedReference, UsageKind, UsageProviderConfigRef, usage_crd,
+};
+pub use reference::{
+    LocalSecretReference, ProviderConfigRef, ProviderConfigReference, SecretKeySelector, SecretReference,
+    TypedProviderConfigReference,
+};
+pub use resource::{ManagedResourceSpec, ManagedSpec, ResourceSpec, ResourceStatus, SecretRef};
+pub use schema::{embedded_resource, preserve_unknown_fields};

@@ -356,7 +356,12 @@ impl Runner {
         };
         self.not_before = Some(Instant::now() + delay);
         if e.is_forbidden() {
-            tracing::error!(retry_in = ?delay, "{e}");
+            // One clear error per streak; the retries that follow are logged at debug.
+            if self.failures == 1 {
+                tracing::error!(retry_in = ?delay, "{e}");
+            } else {
+                tracing::debug!(retry_in = ?delay, failures = self.failures, "{e}");
+            }
         } else {
             tracing::warn!(error = %e, retry_in = ?delay, "leader election request failed; retrying");
         }

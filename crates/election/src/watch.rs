@@ -87,7 +87,12 @@ pub(crate) fn spawn(
                     }
                 }
                 Err(e) => {
-                    log_error(&e, which, &namespace, &name, backoff);
+                    // One clear message per streak of failures; the retries are logged at debug.
+                    if backoff == BACKOFF_START {
+                        log_error(&e, which, &namespace, &name, backoff);
+                    } else {
+                        tracing::debug!(error = %e, retry_in = ?backoff, "lock watch failed again; retrying");
+                    }
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(BACKOFF_MAX);
                     continue;

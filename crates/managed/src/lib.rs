@@ -1,4 +1,55 @@
 //! The managed-resource reconciler shared by providers (crossplane-runtime's role).
 //!
-//! This crate starts empty: the reconciler arrives with the providers issue.
+//! A provider supplies a kind implementing [`Managed`] and an [`ExternalConnector`] whose
+//! [`ExternalClient`] observes, creates, updates and deletes the external resource. [`ManagedController`]
+//! runs the reconciler for that kind as a leader-gated runnable of the `manager`; every write goes
+//! through the term's fenced client.
+//!
+//! Reconcile order (crossplane-runtime `pkg/reconciler/managed`): paused (`crossplane.io/paused` or
+//! `managementPolicies: []`) → unsupported policies → orphaning delete → external name → the safe-create
+//! rule → ProviderConfigUsage → connect → observe → observe-only/creation-pending/deletion branches →
+//! publish connection details and add the finalizer `finalizer.managedresource.crossplane.io` → create
+//! (between the `external-create-pending` and `-succeeded`/`-failed` annotations) or late-initialize and
+//! update → poll. The decisions are pure functions in [`decision`]; `Ready=True` is the provider's to set
+//! in `observe`, the runtime sets only `Creating` and `Deleting`.
+//!
+//! Modules, one concept each: [`resource`] (the kind), [`external`] (the provider's side), [`decision`],
+//! [`meta`] (annotation and finalizer rules), [`reconciler`], [`controller`] (watch, predicate, queue),
+//! [`connection`] (connection secrets), [`events`], [`usage`] and [`providerconfig`] (usage tracking and
+//! deletion protection), [`backoff`], [`ratelimit`], [`poll`], [`options`] and [`cli`].
 #![forbid(unsafe_code)]
+
+pub mod backoff;
+pub mod cli;
+pub mod connection;
+pub mod controller;
+pub mod decision;
+pub mod events;
+pub mod external;
+pub mod meta;
+pub mod options;
+pub mod poll;
+pub mod providerconfig;
+pub mod ratelimit;
+pub mod reconciler;
+pub mod resource;
+pub mod usage;
+
+pub use cli::{ProviderArgs, ProviderDefaults, ProviderInfo};
+pub use controller::{ManagedController, controller_name};
+pub use external::{
+    ConnectionDetails, ExternalClient, ExternalConnector, ExternalCreation, ExternalDelete, ExternalError,
+    ExternalObservation, ExternalUpdate,
+};
+pub use options::Options;
+pub use providerconfig::{ProviderConfigController, ProviderConfigKind};
+pub use ratelimit::GlobalRateLimiter;
+pub use resource::Managed;
+pub use usage::UsageTracker;
+
+/// Re-exported for [`impl_managed!`] and providers.
+pub use apis;
+/// Re-exported for [`impl_managed!`].
+pub use kube;
+/// Re-exported for providers.
+pub use manager;

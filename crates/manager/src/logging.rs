@@ -20,9 +20,19 @@ pub enum LoggingError {
     Install(String),
 }
 
+/// kube-runtime's watcher warns on every retry of a 403; the elector and the controllers report a
+/// Forbidden once, naming the RBAC rule to add, so these repeats are quieted unless the filter names
+/// the target itself.
+const QUIET_WATCHER: &str = "kube_runtime::watcher=error";
+
 /// Installs the global tracing subscriber. Call once, early in `main`.
 pub fn init(format: LogFormat, filter: &str) -> Result<(), LoggingError> {
-    let env_filter = EnvFilter::try_new(filter).map_err(|source| LoggingError::Filter {
+    let full = if filter.contains("kube_runtime") {
+        filter.to_owned()
+    } else {
+        format!("{filter},{QUIET_WATCHER}")
+    };
+    let env_filter = EnvFilter::try_new(&full).map_err(|source| LoggingError::Filter {
         filter: filter.to_owned(),
         source,
     })?;

@@ -1,18 +1,6 @@
-//! `provider-nop`: a controller-manager binary of crossplane-rs.
-//!
-//! Its controllers arrive with their issues; until then it only reports its version.
+//! `provider-nop`: wires the provider's library into the managed runtime and the manager.
 #![forbid(unsafe_code)]
 
-fn main() -> anyhow::Result<()> {
-    let arg = std::env::args().nth(1);
-    match arg.as_deref() {
-        Some("--version") => {
-            println!("{} {}", env!("CARGO_PKG_NAME"), env!("CARGO_PKG_VERSION"));
-            Ok(())
-        }
-        _ => {
-            eprintln!("{}: not yet implemented beyond --version", env!("CARGO_PKG_NAME"));
-            std::process::exit(2)
-        }
-    }
+fn main() -> std::process::ExitCode {
+    managed::cli::main(provider_nop::INFO, provider_nop::setup)
 }

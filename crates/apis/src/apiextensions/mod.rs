@@ -1,0 +1,24 @@
+//! The `apiextensions.crossplane.io` API: CompositeResourceDefinition (v2), Composition (v1, mode
+//! `Pipeline`) and CompositionRevision (v1).
+//!
+//! Modules, one concept each: [`xrd`], [`composition`], [`revision`], and [`labels`] for the well-known
+//! labels, annotations and finalizers of composition.
+
+pub mod composition;
+pub mod labels;
+pub mod revision;
+pub mod xrd;
+
+pub use composition::{
+    Composition, CompositionMode, CompositionSpec, CompositionStatus, FunctionReference, PipelineStep,
+    TypeReference,
+};
+pub use revision::{CompositionRevision, CompositionRevisionSpec, CompositionRevisionStatus};
+pub use xrd::{
+    CompositeResourceDefinition, CompositeResourceDefinitionSpec, CompositeResourceDefinitionStatus,
+    CompositeResourceScope, CompositeResourceValidation, CompositeResourceVersion, CompositionUpdatePolicy,
+    DependentResourceType, NameReference, XrdControllerStatus, XrdNames,
+};
+
+/// The API group.
+pub const GROUP: &str = "apiextensions.crossplane.io";

@@ -1,0 +1,253 @@
+//! [`ManagedController`]: runs the managed reconciler for one kind as a gated runnable of the manager.
+//!
+//! Each term gets a fresh watch and work queue (kube's `Controller`) over the kind, with:
+//! - crossplane-runtime's `DesiredStateChanged` predicate: a change of generation, labels, annotations
+//!   (other than `external-create-pending`/`-failed`) or deletion timestamp triggers a reconcile; a
+//!   status-only write does not;
+//! - `max_concurrent` workers, the shared global rate limiter, per-item failure backoff and the poll
+//!   interval with jitter;
+//! - a reconcile of everything every `sync_interval`;
+//! - graceful shutdown when the term ends: no new reconciles, in-flight ones finish (their writes are
+//!   fenced), then the runnable returns so the manager can release the Lease.
+
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use apis::meta::{ANNOTATION_EXTERNAL_CREATE_FAILED, ANNOTATION_EXTERNAL_CREATE_PENDING};
+use futures::StreamExt;
+use kube::runtime::controller::{Action, Config};
+use kube::runtime::reflector;
+use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
+use kube::{Api, Resource, ResourceExt};
+use manager::{Manager, ReconcileMetrics, ReconcileResult, TermContext};
+
+use crate::backoff::ItemBackoff;
+use crate::events::Recorder;
+use crate::external::ExternalConnector;
+use crate::options::Options;
+use crate::reconciler::{self, Requeue, Shared};
+use crate::resource::Managed;
+
+/// The controller failed outside any single reconcile.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// A reconcile returned an error (never expected: errors are handled per item).
+    #[error("reconcile failed: {0}")]
+    Reconcile(String),
+}
+
+/// Never constructed: reconciles handle their errors themselves.
+#[derive(Debug, thiserror::Error)]
+#[error("unreachable")]
+pub(crate) struct Never;
+
+/// The managed reconciler for kind `K`, driven by connector `C`.
+pub struct ManagedController<K, C> {
+    connector: Arc<C>,
+    options: Options,
+    name: String,
+    _kind: PhantomData<fn() -> K>,
+}
+
+impl<K, C> Clone for ManagedController<K, C> {
+    fn clone(&self) -> Self {
+        Self {
+            connector: self.connector.clone(),
+            options: self.options.clone(),
+            name: self.name.clone(),
+            _kind: PhantomData,
+        }
+    }
+}
+
+/// `managed/<lowercase kind>.<group>`, crossplane-runtime's controller name.
+pub fn controller_name<K: Resource<DynamicType = ()>>() -> String {
+    format!("managed/{}.{}", K::kind(&()).to_lowercase(), K::group(&()))
+}
+
+/// crossplane-runtime's `DesiredStateChanged` as a hash: generation, labels, annotations other than the
+/// create-pending and create-failed ones, and the deletion timestamp.
+pub fn desired_state_hash<K: Resource>(obj: &K) -> Option<u64> {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let meta = obj.meta();
+    meta.generation.hash(&mut h);
+    meta.labels.hash(&mut h);
+    let annotations: BTreeMap<&String, &String> = meta
+        .annotations
+        .iter()
+        .flatten()
+        .filter(|(k, _)| {
+            k.as_str() != ANNOTATION_EXTERNAL_CREATE_PENDING
+                && k.as_str() != ANNOTATION_EXTERNAL_CREATE_FAILED
+        })
+        .collect();
+    annotations.hash(&mut h);
+    meta.deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second())
+        .hash(&mut h);
+    Some(h.finish())
+}
+
+impl<K, C> ManagedController<K, C>
+where
+    K: Managed,
+    C: ExternalConnector<K>,
+{
+    /// A controller for `K` with `connector` and `options`.
+    pub fn new(connector: C, options: Options) -> Self {
+        Self {
+            connector: Arc::new(connector),
+            options,
+            name: controller_name::<K>(),
+            _kind: PhantomData,
+        }
+    }
+
+    /// The controller's name, `managed/<kind>.<group>`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Registers the controller with `mgr` as a gated runnable.
+    pub fn register(self, mgr: &mut Manager) {
+        let metrics = mgr.metrics().reconcile().clone();
+        metrics.register_controller(&self.name);
+        let name = self.name.clone();
+        mgr.add_gated(name, move |ctx: TermContext| {
+            let this = self.clone();
+            let metrics = metrics.clone();
+            async move { this.run(ctx, metrics).await }
+        });
+    }
+
+    /// Runs the controller for one term, until the term ends.
+    pub async fn run(self, ctx: TermContext, metrics: ReconcileMetrics) -> Result<(), ControllerError> {
+        let opts = self.options.clone();
+        let shared = Arc::new(Shared {
+            connector: self.connector.clone(),
+            options: opts.clone(),
+            client: ctx.client().clone(),
+            recorder: Recorder::new(self.name.clone(), ctx.term().identity.clone()),
+            backoff: ItemBackoff::new(opts.backoff.0, opts.backoff.1),
+            metrics,
+            name: self.name.clone(),
+        });
+        let api: Api<K> = Api::all(ctx.client().unfenced().clone());
+        let (reader, writer) = reflector::store();
+        let mut wc = watcher::Config::default().any_semantic();
+        if let Some(selector) = &opts.label_selector {
+            wc = wc.labels(selector);
+        }
+        let trigger = watcher(api, wc)
+            .default_backoff()
+            .reflect(writer)
+            .applied_objects()
+            .predicate_filter(desired_state_hash, PredicateConfig::default());
+        let mut controller = Controller::for_stream(trigger, reader)
+            .with_config(Config::default().concurrency(opts.max_concurrent.max(1)));
+        if let Some(every) = opts.sync_interval.filter(|d| !d.is_zero()) {
+            controller = controller.reconcile_all_on(ticks(every));
+        }
+        let token = ctx.token().clone();
+        tracing::info!(controller = %self.name, "starting");
+        controller
+            .graceful_shutdown_on(async move { token.cancelled().await })
+            .run(
+                reconcile_one::<K, C>,
+                |_, _: &Never, _| Action::requeue(Duration::from_secs(1)),
+                shared,
+            )
+            .for_each(|r| async move {
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, "controller event");
+                }
+            })
+            .await;
+        tracing::info!(controller = %self.name, "stopped");
+        Ok(())
+    }
+}
+
+/// A stream that yields every `every`, starting one period from now.
+fn ticks(every: Duration) -> impl futures::Stream<Item = ()> + Send + 'static {
+    futures::stream::unfold((), move |()| async move {
+        tokio::time::sleep(every).await;
+        Some(((), ()))
+    })
+}
+
+fn key<K: Resource>(obj: &K) -> String {
+    match obj.meta().namespace.as_deref() {
+        Some(ns) => format!("{ns}/{}", obj.meta().name.as_deref().unwrap_or_default()),
+        None => obj.meta().name.clone().unwrap_or_default(),
+    }
+}
+
+async fn reconcile_one<K, C>(obj: Arc<K>, shared: Arc<Shared<C>>) -> Result<Action, Never>
+where
+    K: Managed,
+    C: ExternalConnector<K>,
+{
+    let key = key(obj.as_ref());
+    if let Some(limiter) = &shared.options.rate_limiter
+        && let Some(wait) = limiter.when(&key)
+    {
+        return Ok(Action::requeue(wait));
+    }
+    if shared.client.check().is_err() {
+        return Ok(Action::await_change());
+    }
+    let timer = shared.metrics.start(&shared.name);
+    tracing::trace!(resource = %obj.name_any(), "reconciling");
+    let requeue = reconciler::reconcile(&shared, (*obj).clone()).await;
+    let (action, result) = match requeue {
+        Requeue::After(d) => {
+            shared.backoff.forget(&key);
+            (Action::requeue(d), ReconcileResult::RequeueAfter)
+        }
+        Requeue::Immediately => {
+            shared.backoff.forget(&key);
+            (Action::requeue(Duration::ZERO), ReconcileResult::Requeue)
+        }
+        Requeue::Never => {
+            shared.backoff.forget(&key);
+            (Action::await_change(), ReconcileResult::Success)
+        }
+        Requeue::Backoff => (Action::requeue(shared.backoff.next(&key)), ReconcileResult::Error),
+    };
+    timer.finish(result);
+    Ok(action)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    #[test]
+    fn predicate_ignores_status_and_pending_annotations() {
+        let mut cm = ConfigMap::default();
+        cm.metadata.generation = Some(1);
+        let h0 = desired_state_hash(&cm);
+        cm.metadata.resource_version = Some("2".into());
+        assert_eq!(desired_state_hash(&cm), h0);
+        cm.annotations_mut()
+            .insert(ANNOTATION_EXTERNAL_CREATE_PENDING.into(), "x".into());
+        assert_eq!(desired_state_hash(&cm), h0);
+        cm.annotations_mut()
+            .insert("crossplane.io/paused".into(), "true".into());
+        assert_ne!(desired_state_hash(&cm), h0);
+        let h1 = desired_state_hash(&cm);
+        cm.metadata.generation = Some(2);
+        assert_ne!(desired_state_hash(&cm), h1);
+    }
+
+    #[test]
+    fn names_like_crossplane_runtime() {
+        assert_eq!(controller_name::<ConfigMap>(), "managed/configmap.");
+    }
+}

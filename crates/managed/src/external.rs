@@ -1,0 +1,145 @@
+//! The provider's side: an [`ExternalConnector`] that produces an [`ExternalClient`] per reconcile, and
+//! the results of its calls.
+//!
+//! The contract is crossplane-runtime's: calls are idempotent and must not block for long; `observe` must
+//! not change the external resource; status set in `observe` is persisted; `create` may durably change
+//! only annotations (for example the external name).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
+
+use manager::{FencedClient, FencedError};
+
+use crate::resource::Managed;
+
+/// Connection details: key → secret bytes.
+pub type ConnectionDetails = BTreeMap<String, Vec<u8>>;
+
+/// What `observe` found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExternalObservation {
+    /// The external resource exists.
+    pub resource_exists: bool,
+    /// It matches the desired state.
+    pub resource_up_to_date: bool,
+    /// `observe` filled unset spec fields from the external resource; the spec is written back.
+    pub resource_late_initialized: bool,
+    /// Connection details to publish.
+    pub connection_details: ConnectionDetails,
+    /// A human-readable difference, for logs.
+    pub diff: Option<String>,
+    /// Ask to be observed again no later than this (e.g. a scheduled state change); the poll interval
+    /// applies otherwise.
+    pub poll_after: Option<Duration>,
+}
+
+/// What `create` did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExternalCreation {
+    /// Connection details to publish.
+    pub connection_details: ConnectionDetails,
+}
+
+/// What `update` did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExternalUpdate {
+    /// Connection details to publish.
+    pub connection_details: ConnectionDetails,
+}
+
+/// What `delete` did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExternalDelete {}
+
+/// An error from a provider's external call. Its message ends up in `Synced=False` conditions, so make it
+/// say what went wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct ExternalError {
+    message: String,
+    not_leader: bool,
+}
+
+impl ExternalError {
+    /// An error with this message.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            not_leader: false,
+        }
+    }
+
+    /// `"<context>: <error>"`.
+    pub fn wrap(context: impl std::fmt::Display, error: impl std::fmt::Display) -> Self {
+        Self::new(format!("{context}: {error}"))
+    }
+
+    /// A fenced write with context; keeps the fact that the fence refused it.
+    pub fn fenced(context: impl std::fmt::Display, error: FencedError) -> Self {
+        Self {
+            message: format!("{context}: {error}"),
+            not_leader: error.is_not_leader(),
+        }
+    }
+
+    /// True when the error is this replica's term ending, not a problem of the resource.
+    pub fn is_not_leader(&self) -> bool {
+        self.not_leader
+    }
+}
+
+impl From<FencedError> for ExternalError {
+    fn from(e: FencedError) -> Self {
+        Self {
+            message: e.to_string(),
+            not_leader: e.is_not_leader(),
+        }
+    }
+}
+
+impl From<kube::Error> for ExternalError {
+    fn from(e: kube::Error) -> Self {
+        Self::new(e.to_string())
+    }
+}
+
+/// Produces an [`ExternalClient`] for one managed resource (crossplane-runtime's `ExternalConnecter`).
+pub trait ExternalConnector<K: Managed>: Send + Sync + 'static {
+    /// The client type.
+    type Client: ExternalClient<K>;
+
+    /// Connects to the external system for `mr`, for example by reading its ProviderConfig. `client` is
+    /// the term's fenced client; writes through anything derived from it must stay fenced.
+    fn connect(
+        &self,
+        client: &FencedClient,
+        mr: &K,
+    ) -> impl Future<Output = Result<Self::Client, ExternalError>> + Send;
+}
+
+/// Talks to the external system about one managed resource (crossplane-runtime's `ExternalClient`).
+pub trait ExternalClient<K: Managed>: Send {
+    /// Reads the external resource. May set status (e.g. `atProvider`, `Ready`) on `mr`.
+    fn observe(
+        &mut self,
+        mr: &mut K,
+    ) -> impl Future<Output = Result<ExternalObservation, ExternalError>> + Send;
+
+    /// Creates the external resource. May set the external-name annotation on `mr`.
+    fn create(&mut self, mr: &mut K) -> impl Future<Output = Result<ExternalCreation, ExternalError>> + Send;
+
+    /// Updates the external resource to match the spec.
+    fn update(&mut self, mr: &mut K) -> impl Future<Output = Result<ExternalUpdate, ExternalError>> + Send;
+
+    /// Deletes the external resource.
+    fn delete(&mut self, mr: &mut K) -> impl Future<Output = Result<ExternalDelete, ExternalError>> + Send;
+
+    /// Releases what `connect` acquired. Called once after every connected reconcile.
+    fn disconnect(self) -> impl Future<Output = Result<(), ExternalError>> + Send
+    where
+        Self: Sized,
+    {
+        async { Ok(()) }
+    }
+}

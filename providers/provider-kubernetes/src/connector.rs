@@ -1,0 +1,188 @@
+//! Connecting an Object to its target cluster: read the ProviderConfig, then use the provider's own
+//! identity (`InjectedIdentity`: this cluster, through the term's fenced client) or a kubeconfig from a
+//! Secret (`Secret`: a new client, fenced by the same term). Kubeconfig clients are cached per Secret
+//! version; API discovery results are cached per target and kind.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use apis::CredentialsSource;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::ApiResource;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, ResourceExt};
+use managed::{ExternalConnector, ExternalError};
+use manager::{FencedClient, FencedClient as Fenced};
+
+use crate::client::ObjectClient;
+use crate::object::{ConfigRef, ObjectKind};
+use crate::types::{ProviderConfigSpec, cluster, namespaced};
+
+/// (target, apiVersion, kind).
+type DiscoveryKey = (String, String, String);
+
+/// Discovery results: (target, apiVersion, kind) → (resource, namespaced).
+#[derive(Debug, Default)]
+pub struct DiscoveryCache {
+    entries: Mutex<HashMap<DiscoveryKey, (ApiResource, bool)>>,
+}
+
+impl DiscoveryCache {
+    /// A cached entry.
+    pub fn get(&self, target: &str, api_version: &str, kind: &str) -> Option<(ApiResource, bool)> {
+        let map = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.get(&(target.to_owned(), api_version.to_owned(), kind.to_owned()))
+            .cloned()
+    }
+
+    /// Caches an entry.
+    pub fn put(&self, target: &str, api_version: &str, kind: &str, value: (ApiResource, bool)) {
+        let mut map = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.insert(
+            (target.to_owned(), api_version.to_owned(), kind.to_owned()),
+            value,
+        );
+    }
+}
+
+/// Connects Objects of either kind. Clones share their caches.
+#[derive(Clone, Default)]
+pub struct ObjectConnector {
+    clients: Arc<Mutex<HashMap<String, kube::Client>>>,
+    discovery: Arc<DiscoveryCache>,
+}
+
+impl ObjectConnector {
+    /// A connector with empty caches.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    async fn config(
+        &self,
+        local: &FencedClient,
+        r: &ConfigRef,
+    ) -> Result<(ProviderConfigSpec, Option<String>), ExternalError> {
+        let c = local.unfenced().clone();
+        let missing = || ExternalError::new(format!("cannot get {r}: not found"));
+        let wrap = |e: kube::Error| ExternalError::wrap(format!("cannot get {r}"), e);
+        match r {
+            ConfigRef::Legacy(name) => {
+                let pc = Api::<cluster::ProviderConfig>::all(c)
+                    .get_opt(name)
+                    .await
+                    .map_err(wrap)?;
+                Ok((pc.ok_or_else(missing)?.spec.config, None))
+            }
+            ConfigRef::Namespaced(ns, name) => {
+                let pc = Api::<namespaced::ProviderConfig>::namespaced(c, ns)
+                    .get_opt(name)
+                    .await
+                    .map_err(wrap)?;
+                Ok((pc.ok_or_else(missing)?.spec.config, Some(ns.clone())))
+            }
+            ConfigRef::Cluster(name) => {
+                let pc = Api::<namespaced::ClusterProviderConfig>::all(c)
+                    .get_opt(name)
+                    .await
+                    .map_err(wrap)?;
+                Ok((pc.ok_or_else(missing)?.spec.config, None))
+            }
+        }
+    }
+
+    async fn kubeconfig_client(
+        &self,
+        local: &FencedClient,
+        spec: &ProviderConfigSpec,
+        config_ns: Option<&str>,
+    ) -> Result<(String, kube::Client), ExternalError> {
+        let sref = spec
+            .credentials
+            .secret_ref
+            .as_ref()
+            .ok_or_else(|| ExternalError::new("credentials source Secret needs credentials.secretRef"))?;
+        let ns = sref
+            .namespace
+            .as_deref()
+            .or(config_ns)
+            .ok_or_else(|| ExternalError::new("credentials.secretRef.namespace is required"))?;
+        let shown = format!("{ns}/{}", sref.name);
+        let secret = Api::<Secret>::namespaced(local.unfenced().clone(), ns)
+            .get_opt(&sref.name)
+            .await
+            .map_err(|e| ExternalError::wrap(format!("cannot get credentials Secret {shown}"), e))?
+            .ok_or_else(|| ExternalError::new(format!("cannot get credentials Secret {shown}: not found")))?;
+        let key = format!(
+            "{shown}/{}@{}",
+            sref.key,
+            secret.resource_version().unwrap_or_default()
+        );
+        if let Some(c) = self
+            .clients
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&key)
+        {
+            return Ok((key, c.clone()));
+        }
+        let bytes = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(&sref.key))
+            .ok_or_else(|| {
+                ExternalError::new(format!("credentials Secret {shown} has no key {:?}", sref.key))
+            })?;
+        let text = std::str::from_utf8(&bytes.0).map_err(|_| {
+            ExternalError::new(format!(
+                "credentials Secret {shown} key {:?} is not UTF-8",
+                sref.key
+            ))
+        })?;
+        let kc = Kubeconfig::from_yaml(text)
+            .map_err(|e| ExternalError::wrap(format!("cannot parse the kubeconfig in Secret {shown}"), e))?;
+        let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| ExternalError::wrap(format!("cannot use the kubeconfig in Secret {shown}"), e))?;
+        let client = kube::Client::try_from(config)
+            .map_err(|e| ExternalError::wrap("cannot build a client for the target cluster", e))?;
+        self.clients
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key.clone(), client.clone());
+        Ok((key, client))
+    }
+}
+
+impl<K: ObjectKind> ExternalConnector<K> for ObjectConnector {
+    type Client = ObjectClient;
+
+    async fn connect(&self, local: &FencedClient, mr: &K) -> Result<ObjectClient, ExternalError> {
+        let r = mr.config_ref().map_err(ExternalError::new)?;
+        let (spec, config_ns) = self.config(local, &r).await?;
+        let (target_key, target) = match spec.credentials.source {
+            CredentialsSource::InjectedIdentity => ("local".to_owned(), local.clone()),
+            CredentialsSource::Secret => {
+                let (key, client) = self.kubeconfig_client(local, &spec, config_ns.as_deref()).await?;
+                (key, Fenced::new(client, local.fence().clone()))
+            }
+            other => {
+                return Err(ExternalError::new(format!(
+                    "credentials source {other:?} is not supported (use InjectedIdentity or Secret)"
+                )));
+            }
+        };
+        Ok(ObjectClient::new(
+            local.clone(),
+            target,
+            target_key,
+            self.discovery.clone(),
+        ))
+    }
+}

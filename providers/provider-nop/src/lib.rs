@@ -1,0 +1,38 @@
+//! provider-nop: Crossplane's test provider. Its one managed resource, `NopResource`
+//! (`nop.crossplane.io/v1alpha1`, cluster-scoped), orchestrates nothing: it sets the status conditions it
+//! is told to at the times it is told to, and emits the connection details it is told to.
+//!
+//! - [`types`]: the `NopResource` kind, with upstream's fields;
+//! - [`external`]: its external client (only `observe` does anything);
+//! - [`setup`] registers the controller with a manager; `main.rs` hands it to [`managed::cli::main`].
+#![forbid(unsafe_code)]
+
+pub mod external;
+pub mod types;
+
+use std::time::Duration;
+
+use managed::{ManagedController, Options, ProviderDefaults, ProviderInfo};
+use manager::{BinaryInfo, Defaults, Manager};
+
+/// The provider's name, Lease and flag defaults (`--poll 10s`, `--max-reconcile-rate 1`, Lease 60 s/50 s).
+pub const INFO: ProviderInfo = ProviderInfo {
+    binary: BinaryInfo {
+        name: "provider-nop",
+        version: env!("CARGO_PKG_VERSION"),
+    },
+    lease: Defaults::new("crossplane-leader-election-provider-nop").timings(
+        Duration::from_secs(60),
+        Duration::from_secs(50),
+        Duration::from_secs(2),
+    ),
+    defaults: ProviderDefaults {
+        poll: Duration::from_secs(10),
+        max_reconcile_rate: 1,
+    },
+};
+
+/// Registers the NopResource controller.
+pub fn setup(mgr: &mut Manager, options: &Options) {
+    ManagedController::<types::NopResource, _>::new(external::NopConnector, options.clone()).register(mgr);
+}
