@@ -29,6 +29,7 @@ pub mod go_candidate;
 pub mod harness;
 mod kubeconfig;
 mod ports;
+pub mod support;
 
 pub use audit::{AuditEvent, AuditLog};
 pub use cluster::{Cluster, client_from};

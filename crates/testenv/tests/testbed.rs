@@ -15,37 +15,15 @@ use kube::{
     Api, Client,
     api::{DeleteParams, ObjectMeta, PostParams},
 };
-use testenv::{CandidateOptions, Cluster, ControlPlane, GoCandidate, client_from};
-
-fn cluster() -> Cluster {
-    // A missing test bed is a failure that says what to do, never a skip.
-    match Cluster::shared() {
-        Ok(c) => c,
-        Err(e) => panic!("{e}"),
-    }
-}
+use testenv::{
+    CandidateOptions, ControlPlane, GoCandidate, client_from,
+    support::{cluster, eventually},
+};
 
 fn meta(name: &str) -> ObjectMeta {
     ObjectMeta {
         name: Some(name.to_string()),
         ..Default::default()
-    }
-}
-
-async fn eventually<F, Fut>(what: &str, timeout: Duration, mut f: F) -> Result<()>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<bool>>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if f().await? {
-            return Ok(());
-        }
-        if tokio::time::Instant::now() > deadline {
-            bail!("timed out after {timeout:?} waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

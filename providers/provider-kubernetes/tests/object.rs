@@ -24,7 +24,7 @@ fn start(test: &str, ns: &str) -> Result<Process> {
     let identity = format!("{ns}-a");
     let mut args = replica_args(&c, ns, LEASE, &identity);
     args.extend(["--poll", "2s", "--max-reconcile-rate", "20"].map(String::from));
-    Process::start(BIN, &log_dir(test), &identity, &args)
+    Ok(Process::start(BIN, &log_dir(test), &identity, &args)?)
 }
 
 fn cond(obj: &Value, t: &str) -> Option<(String, String, String)> {
@@ -90,7 +90,8 @@ where
         let name = name.clone();
         async move { Ok(api.get_opt(&name).await?.is_none()) }
     })
-    .await
+    .await?;
+    Ok(())
 }
 
 async fn create<K>(api: &Api<K>, v: Value) -> Result<K>

@@ -37,7 +37,7 @@ fn replica(ns: &str, name: &str) -> Result<Process> {
         ]
         .map(String::from),
     );
-    Process::start(BIN, &log_dir("nop-ha"), &identity, &args)
+    Ok(Process::start(BIN, &log_dir("nop-ha"), &identity, &args)?)
 }
 
 async fn holder(leases: &Api<Lease>) -> Result<Option<String>> {

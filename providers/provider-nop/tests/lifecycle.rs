@@ -36,7 +36,7 @@ async fn start_provider(test: &str, ns: &str) -> Result<Process> {
         &format!("{test}-a"),
     );
     args.extend(["--poll", "5s", "--max-reconcile-rate", "10"].map(String::from));
-    Process::start(BIN, &log_dir(test), &format!("{ns}-a"), &args)
+    Ok(Process::start(BIN, &log_dir(test), &format!("{ns}-a"), &args)?)
 }
 
 #[tokio::test]

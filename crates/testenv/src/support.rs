@@ -1,0 +1,168 @@
+//! Helpers that integration tests across the workspace share: the shared cluster (failing, never
+//! skipping, when it is missing), installing CRDs, polling until something holds, and controller
+//! binaries run as replica processes.
+//!
+//! Tests use `anyhow`, so [`eventually`] takes closures returning `anyhow::Result<bool>`.
+
+use std::{
+    future::Future,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::Duration,
+};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{
+    Api, Client,
+    api::{Patch, PatchParams},
+};
+
+use crate::{Cluster, Error, Result};
+
+/// The shared test bed. A missing one fails the test with instructions; it never skips.
+///
+/// # Panics
+/// When the test bed is missing: that is the point.
+pub fn cluster() -> Cluster {
+    match Cluster::shared() {
+        Ok(c) => c,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Polls `f` every 100 ms until it returns `Ok(true)`; errors count as "not yet" and the last one is
+/// reported on time-out.
+pub async fn eventually<F, Fut>(what: &str, timeout: Duration, mut f: F) -> Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<bool>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut last_err = None;
+    loop {
+        match f().await {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(e) => last_err = Some(e),
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(Error::Timeout {
+                what: format!("{what} (last error: {last_err:?})"),
+                seconds: timeout.as_secs(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Applies CRDs as admin (server-side apply) and waits until each is Established.
+pub async fn install_crds(client: &Client, crds: &[CustomResourceDefinition]) -> Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in crds {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        api.patch(&name, &PatchParams::apply("crossplane-rs-tests").force(), &Patch::Apply(crd))
+            .await
+            .map_err(Error::kube(format!("applying CRD {name}")))?;
+    }
+    for crd in crds {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        eventually(&format!("CRD {name} established"), Duration::from_secs(30), || {
+            let (api, name) = (api.clone(), name.clone());
+            async move {
+                let crd = api.get(&name).await?;
+                Ok(
+                    crd.status
+                        .and_then(|s| s.conditions)
+                        .unwrap_or_default()
+                        .iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True"),
+                )
+            }
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+/// A controller binary run as one replica, killed when dropped.
+#[derive(Debug)]
+pub struct Process {
+    /// The child process.
+    pub child: Child,
+    /// Its identity (`POD_NAME`).
+    pub identity: String,
+    /// Its log file (stdout and stderr).
+    pub log: PathBuf,
+}
+
+impl Process {
+    /// Starts `binary` with `args` as replica `identity`, logging to `<dir>/<identity>.log`.
+    pub fn start(binary: &str, dir: &Path, identity: &str, args: &[String]) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(Error::io("creating a log directory", dir))?;
+        let log = dir.join(format!("{identity}.log"));
+        let out = std::fs::File::create(&log).map_err(Error::io("creating a replica log", &log))?;
+        let err = out.try_clone().map_err(Error::io("opening a replica log", &log))?;
+        let child = Command::new(binary)
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .env_remove("POD_NAMESPACE")
+            .env("POD_NAME", identity)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .map_err(Error::io("starting a replica", binary))?;
+        Ok(Self {
+            child,
+            identity: identity.to_owned(),
+            log,
+        })
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Kills it at once (SIGKILL) and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The common flags of a controller replica in a test: the admin kubeconfig, its own Lease in `ns`, no
+/// admin listeners, and only resources labelled `test=<ns>`.
+pub fn replica_args(cluster: &Cluster, ns: &str, lease: &str, identity: &str) -> Vec<String> {
+    [
+        "--kubeconfig",
+        &cluster.kubeconfig().display().to_string(),
+        "--leader-election",
+        "--leader-election-namespace",
+        ns,
+        "--leader-election-id",
+        lease,
+        "--leader-election-identity",
+        identity,
+        "--metrics-bind-address",
+        "0",
+        "--health-probe-bind-address",
+        "0",
+        "--label-selector",
+        &format!("test={ns}"),
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect()
+}
