@@ -68,7 +68,11 @@ pub(crate) fn spawn(
         while let Some(item) = stream.next().await {
             let seen = match item {
                 Ok(event) => {
-                    backoff = BACKOFF_START;
+                    // `Init` opens every re-list, including the ones after an error, so only what the
+                    // apiserver actually answered proves the watch healthy again.
+                    if !matches!(event, Event::Init) {
+                        backoff = BACKOFF_START;
+                    }
                     match event {
                         Event::Init => {
                             listed = None;

@@ -422,6 +422,19 @@ async fn missing_lease_rbac_is_a_clear_error_without_a_crash() -> Result<()> {
     assert!(r.try_exit().is_none(), "exited: {}", r.dump());
     let log = r.dump();
     assert!(log.to_lowercase().contains("forbidden"), "{log}");
+    // One clear error, not one per retry: at most one for the lock request and one for the lock watch.
+    let reported = log
+        .lines()
+        .filter(|l| l.to_lowercase().contains("forbidden") && (l.contains("ERROR") || l.contains("WARN")))
+        .count();
+    assert!(
+        (1..=2).contains(&reported),
+        "{reported} forbidden reports:\n{log}"
+    );
+    assert!(
+        log.contains("rule"),
+        "the error names the RBAC rule to add: {log}"
+    );
     assert!(!log.contains("panicked"), "{log}");
     assert!(r.find("leader work started").is_empty());
     let probes = r.admin_addr("Probes").await?;
