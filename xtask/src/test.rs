@@ -28,8 +28,16 @@ pub fn run(args: &[String]) -> anyhow::Result<i32> {
         cp.cluster().server,
         start.elapsed().as_secs_f64()
     );
-    let status = Command::new(env!("CARGO"))
-        .args(["test", "--workspace"])
+    // `cargo xtask test -- -p election` narrows the run; otherwise the whole workspace runs.
+    let narrowed = args
+        .iter()
+        .any(|a| a == "-p" || a.starts_with("--package") || a.starts_with("-p"));
+    let mut cargo = Command::new(env!("CARGO"));
+    cargo.arg("test");
+    if !narrowed {
+        cargo.arg("--workspace");
+    }
+    let status = cargo
         .args(args)
         .env(testenv::ENV_TESTBED, &cp.cluster().dir)
         .status()
