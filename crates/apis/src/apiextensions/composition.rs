@@ -36,7 +36,29 @@ pub struct PipelineStep {
     pub input: Option<serde_json::Value>,
     /// Credentials handed to the Function (kept, unused by the built-in engine).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub credentials: Vec<serde_json::Value>,
+    pub credentials: Vec<FunctionCredentials>,
+}
+
+/// A Secret of a namespace.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SecretNamespacedReference {
+    /// The namespace.
+    pub namespace: String,
+    /// The name.
+    pub name: String,
+}
+
+/// Credentials a pipeline step hands to its Function.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FunctionCredentials {
+    /// The credentials' name.
+    pub name: String,
+    /// `None` or `Secret`.
+    pub source: String,
+    /// The Secret, for source `Secret`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<SecretNamespacedReference>,
 }
 
 /// The composition mode; v2 allows only `Pipeline`.

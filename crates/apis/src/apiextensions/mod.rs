@@ -10,8 +10,8 @@ pub mod revision;
 pub mod xrd;
 
 pub use composition::{
-    Composition, CompositionMode, CompositionSpec, CompositionStatus, FunctionReference, PipelineStep,
-    TypeReference,
+    Composition, CompositionMode, CompositionSpec, CompositionStatus, FunctionCredentials, FunctionReference,
+    PipelineStep, SecretNamespacedReference, TypeReference,
 };
 pub use revision::{CompositionRevision, CompositionRevisionSpec, CompositionRevisionStatus};
 pub use xrd::{

@@ -1,0 +1,416 @@
+//! The composite controller: one per XRD, started as a child of the term by the XRD controller.
+//!
+//! Each reconcile: honour `crossplane.io/paused`; on deletion delete what was composed and drop the
+//! finalizer; select the Composition and revision; run the pipeline; name and decorate the composed
+//! resources; persist finalizer, label, refs and `resourceRefs` **before** creating anything;
+//! garbage-collect composed resources no longer desired; server-side apply the rest; write `Synced` and
+//! `Ready` (only when the status changed).
+//!
+//! Requeue: after a failure, exponential backoff 1–30 s (upstream's XR rate limiter); while anything
+//! is unready, every 2 s (there are no watches on composed kinds yet); otherwise the poll interval.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use apis::apiextensions::CompositeResourceDefinitionSpec;
+use apis::apiextensions::CompositionRevision;
+use apis::apiextensions::labels::{FINALIZER_COMPOSITE, LABEL_COMPOSITE, LABEL_COMPOSITION_NAME};
+use apis::condition::Condition;
+use apis::meta::ANNOTATION_PAUSED;
+use composition::ObservedComposed;
+use futures::StreamExt;
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::core::ApiResource;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{Controller, watcher};
+use kube::{Api, ResourceExt};
+use manager::{BoxError, FencedApi, FencedClient, TermContext};
+use serde_json::{Value, json};
+
+use super::discovery::Discovery;
+use super::fields::{Fields, ResourceRef};
+use super::pipeline;
+use super::render::{self, Owner};
+use super::select::{self, XrType};
+use super::status::{self, Outcome};
+use crate::backoff::Backoff;
+use crate::error::{Error, fenced_not_found, is_not_found};
+use crate::metrics::Recorder;
+
+/// The field manager of XR writes.
+pub const FIELD_MANAGER_COMPOSITE: &str = "apiextensions.crossplane.io/composite";
+/// The field-manager prefix of composed-resource applies.
+pub const FIELD_MANAGER_COMPOSED: &str = "apiextensions.crossplane.io/composed";
+
+/// What a composite controller needs to know about its XRD.
+#[derive(Debug, Clone)]
+pub struct CompositeController {
+    /// The XR API resource (the referenceable version).
+    pub resource: ApiResource,
+    /// The XRD's spec (defaults, enforced refs, scope).
+    pub xrd: CompositeResourceDefinitionSpec,
+    /// Poll interval for ready XRs.
+    pub poll: Duration,
+    /// Reconcile metrics of `composite/<xrd>`.
+    pub recorder: Recorder,
+}
+
+struct Ctx {
+    client: FencedClient,
+    def: CompositeController,
+    discovery: Discovery,
+    backoff: Backoff,
+}
+
+/// Runs the controller for one XR kind until `ctx` is cancelled.
+pub async fn run(ctx: TermContext, def: CompositeController) -> Result<(), BoxError> {
+    let client = ctx.client().clone();
+    let api: Api<DynamicObject> = Api::all_with(client.unfenced().clone(), &def.resource);
+    let resource = def.resource.clone();
+    tracing::info!(kind = %resource.kind, "composite controller started");
+    let state = Arc::new(Ctx {
+        client,
+        def,
+        discovery: Discovery::default(),
+        backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(30)),
+    });
+    let controller = Controller::new_with(api, watcher::Config::default(), resource.clone());
+    // A new revision of a Composition requeues the XRs that use it (upstream watches revisions too).
+    let store = controller.store();
+    let legacy = state.def.xrd.scope.is_legacy();
+    let dyntype = resource.clone();
+    let revisions: Api<CompositionRevision> = Api::all(state.client.unfenced().clone());
+    controller
+        .watches(
+            revisions,
+            watcher::Config::default(),
+            move |rev: CompositionRevision| {
+                let composition = rev.labels().get(LABEL_COMPOSITION_NAME).cloned();
+                store
+                    .state()
+                    .into_iter()
+                    .filter(|xr| {
+                        composition.is_some()
+                            && Fields::new(&xr.data, legacy).composition_ref() == composition.as_deref()
+                    })
+                    .map(|xr| ObjectRef::from_obj_with(&*xr, dyntype.clone()))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .graceful_shutdown_on(ctx.token().clone().cancelled_owned())
+        .run(reconcile, error_policy, state)
+        .for_each(|_| futures::future::ready(()))
+        .await;
+    tracing::info!(kind = %resource.kind, "composite controller stopped");
+    Ok(())
+}
+
+fn key(xr: &DynamicObject) -> String {
+    format!("{}/{}", xr.namespace().unwrap_or_default(), xr.name_any())
+}
+
+fn error_policy(xr: Arc<DynamicObject>, e: &Error, ctx: Arc<Ctx>) -> Action {
+    if e.is_not_leader() {
+        return Action::await_change();
+    }
+    if e.is_conflict() {
+        return Action::requeue(Duration::from_secs(1));
+    }
+    tracing::warn!(xr = %key(&xr), error = %e, "cannot reconcile composite resource");
+    Action::requeue(ctx.backoff.fail(&key(&xr)))
+}
+
+impl Ctx {
+    fn xr_api(&self, ns: Option<&str>) -> FencedApi<DynamicObject> {
+        let c = self.client.unfenced().clone();
+        let api = match ns {
+            Some(ns) => Api::namespaced_with(c, ns, &self.def.resource),
+            None => Api::all_with(c, &self.def.resource),
+        };
+        self.client.wrap(api)
+    }
+
+    fn legacy(&self) -> bool {
+        self.def.xrd.scope.is_legacy()
+    }
+
+    async fn write_status(
+        &self,
+        xr: &DynamicObject,
+        xr_json: &Value,
+        status: Option<Value>,
+    ) -> Result<(), Error> {
+        let Some(status) = status else {
+            return Ok(());
+        };
+        let patch = json!({"apiVersion": xr_json["apiVersion"], "kind": xr_json["kind"], "status": status});
+        self.xr_api(xr.namespace().as_deref())
+            .patch_status(&xr.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        Ok(())
+    }
+
+    fn composed_api(&self, kind: &super::discovery::Kind, ns: Option<&str>) -> FencedApi<DynamicObject> {
+        let c = self.client.unfenced().clone();
+        let api = match (kind.namespaced, ns) {
+            (true, Some(ns)) => Api::namespaced_with(c, ns, &kind.resource),
+            _ => Api::all_with(c, &kind.resource),
+        };
+        self.client.wrap(api)
+    }
+}
+
+async fn reconcile(xr: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let recorder = ctx.def.recorder.clone();
+    recorder.time(reconcile_inner(xr, ctx)).await
+}
+
+async fn reconcile_inner(xr: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let xr_json = serde_json::to_value(&*xr)?;
+    let paused = xr.annotations().get(ANNOTATION_PAUSED).map(String::as_str) == Some("true");
+    if paused {
+        let st = status::next(&xr_json, None, [Condition::reconcile_paused()]);
+        ctx.write_status(&xr, &xr_json, st).await?;
+        return Ok(Action::await_change());
+    }
+    if xr.metadata.deletion_timestamp.is_some() {
+        return delete(&xr, &xr_json, &ctx).await;
+    }
+    match compose(&xr, &xr_json, &ctx).await {
+        Ok(outcome) => {
+            let st = status::next(&xr_json, outcome.1.as_ref(), status::conditions(&outcome.0));
+            ctx.write_status(&xr, &xr_json, st).await?;
+            ctx.backoff.succeed(&key(&xr));
+            if outcome.0.unready.is_empty() && outcome.0.unsynced.is_empty() {
+                let jitter = ctx.def.poll.mul_f64(0.9 + fastrand::f64() * 0.2);
+                Ok(Action::requeue(jitter))
+            } else {
+                Ok(Action::requeue(Duration::from_secs(2)))
+            }
+        }
+        Err(e) if e.is_not_leader() || e.is_conflict() => Err(e),
+        Err(e) => {
+            let st = status::next(&xr_json, None, [Condition::reconcile_error(&e)]);
+            ctx.write_status(&xr, &xr_json, st).await?;
+            Err(e)
+        }
+    }
+}
+
+/// Deleting: delete every composed resource this XR controls, then drop the finalizer.
+async fn delete(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<Action, Error> {
+    if !xr.finalizers().iter().any(|f| f == FINALIZER_COMPOSITE) {
+        return Ok(Action::await_change());
+    }
+    let st = status::next(
+        xr_json,
+        None,
+        [Condition::deleting(), Condition::reconcile_success()],
+    );
+    ctx.write_status(xr, xr_json, st).await?;
+    let uid = xr.uid().unwrap_or_default();
+    for r in Fields::new(xr_json, ctx.legacy()).resource_refs() {
+        if r.name.is_empty() {
+            continue;
+        }
+        let kind = ctx
+            .discovery
+            .resolve(ctx.client.unfenced(), &r.api_version, &r.kind)
+            .await?;
+        let api = ctx.composed_api(&kind, r.namespace.as_deref().or(xr.namespace().as_deref()));
+        match api.get_opt(&r.name).await? {
+            Some(obj) if render::controlled_by(&serde_json::to_value(&obj)?, &uid) => {
+                match api.delete(&r.name, &DeleteParams::background()).await {
+                    Ok(_) => {}
+                    Err(e) if fenced_not_found(&e) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            _ => {}
+        }
+    }
+    let finalizers: Vec<&String> = xr
+        .finalizers()
+        .iter()
+        .filter(|f| *f != FINALIZER_COMPOSITE)
+        .collect();
+    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": xr.resource_version()}});
+    match ctx
+        .xr_api(xr.namespace().as_deref())
+        .patch(&xr.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(Action::await_change()),
+        Err(e) if fenced_not_found(&e) => Ok(Action::await_change()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// One compose; returns the outcome and the XR status overlay from To* patches.
+async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outcome, Option<Value>), Error> {
+    let legacy = ctx.legacy();
+    let fields = Fields::new(xr_json, legacy);
+    let client = ctx.client.unfenced();
+    let t = XrType {
+        api_version: ctx.def.resource.api_version.clone(),
+        kind: ctx.def.resource.kind.clone(),
+    };
+    let comp = select::composition(client, &fields, &ctx.def.xrd, &t).await?;
+    let comp_name = comp.name_any();
+    let rev = select::revision(client, &fields, &ctx.def.xrd, &comp_name).await?;
+    let rev_name = rev.name_any();
+    let uid = xr.uid().unwrap_or_default();
+    let xr_ns = xr.namespace();
+
+    // Observe what the XR composed.
+    let mut observed: BTreeMap<String, ObservedComposed> = BTreeMap::new();
+    let mut observed_refs: BTreeMap<String, ResourceRef> = BTreeMap::new();
+    for r in fields.resource_refs() {
+        if r.name.is_empty() {
+            continue;
+        }
+        let kind = ctx.discovery.resolve(client, &r.api_version, &r.kind).await?;
+        let api = ctx.composed_api(&kind, r.namespace.as_deref().or(xr_ns.as_deref()));
+        let Some(obj) = api.get_opt(&r.name).await? else {
+            continue;
+        };
+        let v = serde_json::to_value(&obj)?;
+        if !render::controlled_by(&v, &uid) {
+            continue;
+        }
+        if let Some(t) = render::template_name(&v) {
+            observed_refs.insert(t.to_owned(), r.clone());
+            observed.insert(t.to_owned(), ObservedComposed::from(v));
+        }
+    }
+
+    let composed =
+        pipeline::run(&rev.spec.pipeline, xr_json, &observed).map_err(|e| Error::Message(e.to_string()))?;
+    for w in &composed.warnings {
+        tracing::warn!(xr = %key(xr), warning = %w, "composition warning");
+    }
+
+    // Name, decorate and locate every desired resource.
+    let owner = Owner {
+        api_version: xr_json["apiVersion"].as_str().unwrap_or_default().to_owned(),
+        kind: xr_json["kind"].as_str().unwrap_or_default().to_owned(),
+        name: xr.name_any(),
+        uid: uid.clone(),
+        namespace: xr_ns.clone(),
+        labels: xr.labels().clone(),
+    };
+    let mut desired = Vec::new();
+    let mut refs = Vec::new();
+    for (template, d) in &composed.resources {
+        let mut res = d.resource.clone();
+        let api_version = res["apiVersion"].as_str().unwrap_or_default().to_owned();
+        let kind_name = res["kind"].as_str().unwrap_or_default().to_owned();
+        if api_version.is_empty() || kind_name.is_empty() {
+            return Err(Error::Message(format!(
+                "composed resource {template:?} has no apiVersion or kind"
+            )));
+        }
+        let kind = ctx.discovery.resolve(client, &api_version, &kind_name).await?;
+        let api = ctx.composed_api(&kind, xr_ns.as_deref());
+        let name = match observed_refs.get(template) {
+            Some(r) => r.name.clone(),
+            None => free_name(&api, &format!("{}-", owner.name)).await?,
+        };
+        render::decorate(&mut res, &owner, template, &name, kind.namespaced);
+        refs.push(ResourceRef {
+            api_version,
+            kind: kind_name,
+            name: name.clone(),
+            namespace: (kind.namespaced).then(|| xr_ns.clone()).flatten(),
+        });
+        desired.push((template.clone(), name, api, res, d.ready));
+    }
+
+    // Persist finalizer, label, selection and resourceRefs before creating anything.
+    let mut meta = json!({});
+    if !xr.finalizers().iter().any(|f| f == FINALIZER_COMPOSITE) {
+        let mut f = xr.finalizers().to_vec();
+        f.push(FINALIZER_COMPOSITE.to_owned());
+        meta["finalizers"] = json!(f);
+    }
+    if xr.labels().get(LABEL_COMPOSITE) != Some(&owner.name) {
+        meta["labels"] = json!({ LABEL_COMPOSITE: owner.name });
+    }
+    let mut xp = json!({});
+    if fields.composition_ref() != Some(comp_name.as_str()) {
+        xp["compositionRef"] = json!({"name": comp_name});
+    }
+    if fields.composition_revision_ref() != Some(rev_name.as_str()) {
+        xp["compositionRevisionRef"] = json!({"name": rev_name});
+    }
+    if fields.resource_refs() != refs {
+        xp["resourceRefs"] = json!(refs);
+    }
+    let meta_changed = meta.as_object().is_some_and(|m| !m.is_empty());
+    let xp_changed = xp.as_object().is_some_and(|m| !m.is_empty());
+    if meta_changed || xp_changed {
+        let mut patch = if xp_changed {
+            Fields::spec_patch(legacy, xp)
+        } else {
+            json!({})
+        };
+        meta["resourceVersion"] = json!(xr.resource_version());
+        patch["metadata"] = meta;
+        patch["apiVersion"] = xr_json["apiVersion"].clone();
+        patch["kind"] = xr_json["kind"].clone();
+        ctx.xr_api(xr_ns.as_deref())
+            .patch(&owner.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+    }
+
+    // Garbage-collect what is no longer desired.
+    for (template, r) in &observed_refs {
+        if composed.resources.contains_key(template) {
+            continue;
+        }
+        let kind = ctx.discovery.resolve(client, &r.api_version, &r.kind).await?;
+        let api = ctx.composed_api(&kind, r.namespace.as_deref().or(xr_ns.as_deref()));
+        match api.delete(&r.name, &DeleteParams::background()).await {
+            Ok(_) => tracing::info!(xr = %key(xr), resource = %r.name, "deleted unwanted composed resource"),
+            Err(e) if fenced_not_found(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+
+    // Apply.
+    let mut outcome = Outcome::default();
+    let pp = PatchParams::apply(&format!("{FIELD_MANAGER_COMPOSED}/{uid}")).force();
+    for (template, name, api, res, ready) in desired {
+        match api.patch(&name, &pp, &Patch::Apply(&res)).await {
+            Ok(_) => {}
+            Err(manager::FencedError::Kube(kube::Error::Api(s))) if s.code == 422 => {
+                tracing::warn!(xr = %key(xr), resource = %template, error = %s.message, "cannot apply composed resource");
+                outcome.unsynced.push(template.clone());
+            }
+            Err(e) => return Err(e.into()),
+        }
+        if ready != composition::Ready::True {
+            outcome.unready.push(template);
+        }
+    }
+    let overlay = composed.composite.get("status").cloned();
+    Ok((outcome, overlay))
+}
+
+/// A generated name no object of this kind has yet.
+async fn free_name(api: &FencedApi<DynamicObject>, prefix: &str) -> Result<String, Error> {
+    for _ in 0..8 {
+        let n = render::generate_name(prefix);
+        match api.get_opt(&n).await {
+            Ok(None) => return Ok(n),
+            Ok(Some(_)) => {}
+            Err(e) if is_not_found(&e) => return Ok(n),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(Error::Message(
+        "cannot generate a free name for a composed resource".into(),
+    ))
+}

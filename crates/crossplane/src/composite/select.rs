@@ -1,0 +1,198 @@
+//! Choosing the Composition (enforced → ref → default → selector) and its revision (Manual pin or the
+//! latest, optionally filtered by a revision selector).
+
+use apis::apiextensions::labels::LABEL_COMPOSITION_NAME;
+use apis::apiextensions::{
+    CompositeResourceDefinitionSpec, Composition, CompositionRevision, CompositionUpdatePolicy,
+};
+use kube::api::ListParams;
+use kube::{Api, ResourceExt};
+
+use super::fields::Fields;
+use crate::error::{Error, is_not_found};
+
+/// The XR type: `apiVersion` and `kind`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct XrType {
+    /// `<group>/<version>`.
+    pub api_version: String,
+    /// The kind.
+    pub kind: String,
+}
+
+/// Whether `comp` composes XRs of type `t`.
+pub fn compatible(comp: &Composition, t: &XrType) -> bool {
+    comp.spec.composite_type_ref.api_version == t.api_version && comp.spec.composite_type_ref.kind == t.kind
+}
+
+/// The Composition name to use, without listing: enforced, then the XR's ref, then the XRD default.
+pub fn named(fields: &Fields<'_>, xrd: &CompositeResourceDefinitionSpec) -> Option<String> {
+    xrd.enforced_composition_ref
+        .as_ref()
+        .map(|r| r.name.clone())
+        .or_else(|| fields.composition_ref().map(str::to_owned))
+        .or_else(|| xrd.default_composition_ref.as_ref().map(|r| r.name.clone()))
+}
+
+/// Selects and fetches the Composition.
+pub async fn composition(
+    client: &kube::Client,
+    fields: &Fields<'_>,
+    xrd: &CompositeResourceDefinitionSpec,
+    t: &XrType,
+) -> Result<Composition, Error> {
+    let api: Api<Composition> = Api::all(client.clone());
+    let name = match named(fields, xrd) {
+        Some(n) => n,
+        None => {
+            let mut lp = ListParams::default();
+            if let Some(s) = fields.composition_selector().filter(|s| !s.is_empty()) {
+                lp = lp.labels(&s);
+            }
+            let mut matches: Vec<String> = api
+                .list(&lp)
+                .await?
+                .items
+                .iter()
+                .filter(|c| compatible(c, t))
+                .map(ResourceExt::name_any)
+                .collect();
+            if matches.is_empty() {
+                return Err(Error::Message(format!(
+                    "cannot select a Composition: no compatible Compositions found for {}, Kind={}",
+                    t.api_version, t.kind
+                )));
+            }
+            matches.sort();
+            // Upstream picks at random among the matches; the choice is then persisted.
+            matches.swap_remove(fastrand::usize(..matches.len()))
+        }
+    };
+    let comp = match api.get(&name).await {
+        Ok(c) => c,
+        Err(e) if is_not_found(&e) => {
+            return Err(Error::Message(format!(
+                "cannot get Composition {name:?}: not found"
+            )));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if !compatible(&comp, t) {
+        return Err(Error::Message(format!(
+            "Composition {name:?} is for {}, Kind={}, not {}, Kind={}",
+            comp.spec.composite_type_ref.api_version,
+            comp.spec.composite_type_ref.kind,
+            t.api_version,
+            t.kind
+        )));
+    }
+    Ok(comp)
+}
+
+/// The update policy in force: the XR's, else the XRD's default, else Automatic.
+pub fn policy(fields: &Fields<'_>, xrd: &CompositeResourceDefinitionSpec) -> CompositionUpdatePolicy {
+    match fields.update_policy() {
+        Some("Manual") => CompositionUpdatePolicy::Manual,
+        Some(_) => CompositionUpdatePolicy::Automatic,
+        None => xrd.default_composition_update_policy.unwrap_or_default(),
+    }
+}
+
+/// Selects and fetches the revision of `composition`.
+pub async fn revision(
+    client: &kube::Client,
+    fields: &Fields<'_>,
+    xrd: &CompositeResourceDefinitionSpec,
+    composition: &str,
+) -> Result<CompositionRevision, Error> {
+    let api: Api<CompositionRevision> = Api::all(client.clone());
+    let policy = policy(fields, xrd);
+    if policy == CompositionUpdatePolicy::Manual
+        && let Some(name) = fields.composition_revision_ref()
+    {
+        // A pinned revision of another Composition is not used.
+        match api.get_opt(name).await? {
+            Some(r) if r.labels().get(LABEL_COMPOSITION_NAME).map(String::as_str) == Some(composition) => {
+                return Ok(r);
+            }
+            _ => {}
+        }
+    }
+    let mut selector = format!("{LABEL_COMPOSITION_NAME}={composition}");
+    if policy == CompositionUpdatePolicy::Automatic
+        && let Some(s) = fields.composition_revision_selector().filter(|s| !s.is_empty())
+    {
+        selector = format!("{selector},{s}");
+    }
+    let revs = api.list(&ListParams::default().labels(&selector)).await?.items;
+    latest(revs).ok_or_else(|| {
+        Error::Message(format!(
+            "cannot select a CompositionRevision: Composition {composition:?} has no matching revision yet"
+        ))
+    })
+}
+
+/// The revision with the highest number.
+pub fn latest(revs: Vec<CompositionRevision>) -> Option<CompositionRevision> {
+    revs.into_iter().max_by_key(|r| r.spec.revision)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn xrd(default: Option<CompositionUpdatePolicy>) -> CompositeResourceDefinitionSpec {
+        let mut spec: CompositeResourceDefinitionSpec = serde_json::from_value(json!({
+            "group": "example.org", "names": {"kind": "X", "plural": "xs"},
+            "versions": [{"name": "v1", "referenceable": true, "served": true}],
+            "defaultCompositionRef": {"name": "default"}
+        }))
+        .expect("spec");
+        spec.default_composition_update_policy = default;
+        spec
+    }
+
+    #[test]
+    fn policy_falls_back_to_the_xrd_default_then_automatic() {
+        let manual = json!({"spec": {"crossplane": {"compositionUpdatePolicy": "Manual"}}});
+        let none = json!({"spec": {}});
+        assert_eq!(
+            policy(&Fields::new(&manual, false), &xrd(None)),
+            CompositionUpdatePolicy::Manual
+        );
+        assert_eq!(
+            policy(&Fields::new(&none, false), &xrd(None)),
+            CompositionUpdatePolicy::Automatic
+        );
+        assert_eq!(
+            policy(
+                &Fields::new(&none, false),
+                &xrd(Some(CompositionUpdatePolicy::Manual))
+            ),
+            CompositionUpdatePolicy::Manual
+        );
+    }
+
+    #[test]
+    fn enforced_then_ref_then_default() {
+        let with_ref = json!({"spec": {"crossplane": {"compositionRef": {"name": "mine"}}}});
+        let none = json!({"spec": {}});
+        let mut spec = xrd(None);
+        assert_eq!(
+            named(&Fields::new(&with_ref, false), &spec).as_deref(),
+            Some("mine")
+        );
+        assert_eq!(
+            named(&Fields::new(&none, false), &spec).as_deref(),
+            Some("default")
+        );
+        spec.enforced_composition_ref = Some(apis::apiextensions::NameReference {
+            name: "forced".into(),
+        });
+        assert_eq!(
+            named(&Fields::new(&with_ref, false), &spec).as_deref(),
+            Some("forced")
+        );
+    }
+}

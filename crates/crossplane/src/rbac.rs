@@ -1,0 +1,182 @@
+//! The RBAC manager's definition controller (crossplane `internal/controller/rbac/definition`): for each
+//! XRD, ClusterRoles that Crossplane's aggregated roles pick up through their labels. The roles are
+//! controlled by the XRD, so the garbage collector removes them with it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use apis::apiextensions::CompositeResourceDefinition;
+use futures::StreamExt;
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
+use kube::api::{ObjectMeta, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::{Controller, watcher};
+use kube::{Api, Resource, ResourceExt};
+use manager::{BoxError, FencedClient, ReconcileMetrics, TermContext};
+
+use crate::backoff::Backoff;
+use crate::error::Error;
+use crate::metrics::Recorder;
+
+/// The controller's name and field manager.
+pub const CONTROLLER: &str = "rbac.crossplane.io/definition";
+
+const PREFIX_AGGREGATE: &str = "rbac.crossplane.io/aggregate-to-";
+
+fn rule(group: &str, resources: Vec<String>, verbs: &[&str]) -> PolicyRule {
+    PolicyRule {
+        api_groups: Some(vec![group.to_owned()]),
+        resources: Some(resources),
+        verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
+        ..PolicyRule::default()
+    }
+}
+
+/// The ClusterRoles of an XRD: `crossplane:composite:<xrd>:aggregate-to-{crossplane,edit,view,browse}`.
+pub fn roles(xrd: &CompositeResourceDefinition) -> Vec<ClusterRole> {
+    let name = xrd.name_any();
+    let group = &xrd.spec.group;
+    let plural = &xrd.spec.names.plural;
+    let main = vec![plural.clone(), format!("{plural}/status")];
+    let owner = xrd.controller_owner_ref(&()).map(|mut o| {
+        o.block_owner_deletion = Some(true);
+        vec![o]
+    });
+    let role = |suffix: &str, aggregate_to: &[&str], rules: Vec<PolicyRule>| ClusterRole {
+        metadata: ObjectMeta {
+            name: Some(format!("crossplane:composite:{name}:aggregate-to-{suffix}")),
+            labels: Some(
+                aggregate_to
+                    .iter()
+                    .map(|a| (format!("{PREFIX_AGGREGATE}{a}"), "true".to_owned()))
+                    .collect(),
+            ),
+            owner_references: owner.clone(),
+            ..ObjectMeta::default()
+        },
+        rules: Some(rules),
+        ..ClusterRole::default()
+    };
+    let read = ["get", "list", "watch"];
+    vec![
+        role(
+            "crossplane",
+            &["crossplane"],
+            vec![
+                rule(group, main.clone(), &["*"]),
+                rule(group, vec![format!("{plural}/finalizers")], &["update"]),
+            ],
+        ),
+        role(
+            "edit",
+            &["admin", "ns-admin", "edit", "ns-edit"],
+            vec![rule(group, main.clone(), &["*"])],
+        ),
+        role(
+            "view",
+            &["view", "ns-view"],
+            vec![rule(group, main.clone(), &read)],
+        ),
+        role("browse", &["browse"], vec![rule(group, main, &read)]),
+    ]
+}
+
+struct Ctx {
+    client: FencedClient,
+    backoff: Backoff,
+    recorder: Recorder,
+}
+
+/// Runs the controller until the term ends. `selector` limits the XRDs watched (test isolation).
+pub async fn run(
+    term: TermContext,
+    selector: Option<String>,
+    metrics: ReconcileMetrics,
+) -> Result<(), BoxError> {
+    let client = term.client().clone();
+    let api: Api<CompositeResourceDefinition> = Api::all(client.unfenced().clone());
+    let mut wc = watcher::Config::default();
+    if let Some(s) = &selector {
+        wc = wc.labels(s);
+    }
+    let roles_api: Api<ClusterRole> = Api::all(client.unfenced().clone());
+    let state = Arc::new(Ctx {
+        client,
+        backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(60)),
+        recorder: Recorder::new(metrics, CONTROLLER),
+    });
+    Controller::new(api, wc)
+        .owns(roles_api, watcher::Config::default())
+        .graceful_shutdown_on(term.token().clone().cancelled_owned())
+        .run(reconcile, error_policy, state)
+        .for_each(|_| futures::future::ready(()))
+        .await;
+    Ok(())
+}
+
+fn error_policy(xrd: Arc<CompositeResourceDefinition>, e: &Error, ctx: Arc<Ctx>) -> Action {
+    if e.is_not_leader() {
+        return Action::await_change();
+    }
+    tracing::warn!(xrd = %xrd.name_any(), error = %e, "cannot apply XRD roles");
+    Action::requeue(ctx.backoff.fail(&xrd.name_any()))
+}
+
+async fn reconcile(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let recorder = ctx.recorder.clone();
+    recorder.time(reconcile_inner(xrd, ctx)).await
+}
+
+async fn reconcile_inner(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    if xrd.metadata.deletion_timestamp.is_some() {
+        // The roles are owned by the XRD; the garbage collector removes them.
+        return Ok(Action::await_change());
+    }
+    let api = ctx.client.all::<ClusterRole>();
+    let pp = PatchParams::apply(CONTROLLER).force();
+    for r in roles(&xrd) {
+        let name = r.name_any();
+        api.patch(&name, &pp, &Patch::Apply(&r)).await?;
+    }
+    ctx.backoff.succeed(&xrd.name_any());
+    Ok(Action::await_change())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn four_roles_with_aggregation_labels() {
+        let mut xrd = CompositeResourceDefinition::new(
+            "xthings.example.org",
+            serde_json::from_value(serde_json::json!({
+                "group": "example.org", "names": {"kind": "XThing", "plural": "xthings"},
+                "versions": [{"name": "v1", "referenceable": true, "served": true}]
+            }))
+            .expect("spec"),
+        );
+        xrd.metadata.uid = Some("u".into());
+        let rs = roles(&xrd);
+        let names: Vec<_> = rs.iter().map(|r| r.name_any()).collect();
+        assert_eq!(
+            names,
+            [
+                "crossplane:composite:xthings.example.org:aggregate-to-crossplane",
+                "crossplane:composite:xthings.example.org:aggregate-to-edit",
+                "crossplane:composite:xthings.example.org:aggregate-to-view",
+                "crossplane:composite:xthings.example.org:aggregate-to-browse",
+            ]
+        );
+        assert_eq!(
+            rs[0].labels()["rbac.crossplane.io/aggregate-to-crossplane"],
+            "true"
+        );
+        assert_eq!(rs[1].labels().len(), 4);
+        assert_eq!(
+            rs[2].rules.as_ref().expect("rules")[0].verbs,
+            ["get", "list", "watch"]
+        );
+        assert_eq!(rs[0].owner_references()[0].uid, "u");
+    }
+}

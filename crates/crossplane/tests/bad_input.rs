@@ -1,0 +1,198 @@
+//! Must-show 5: bad input gives a clear condition, no crash and no hot loop.
+//!
+//! - an XRD whose schema is invalid (refused by the renderer, and one refused by the apiserver);
+//! - an XR whose Composition is for another (unknown) kind;
+//! - an XR that selects no Composition;
+//! - an XR whose Composition uses an external function.
+
+mod support;
+
+use std::time::Duration;
+
+use anyhow::Context;
+use kube::api::DynamicObject;
+use serde_json::{Value, json};
+use support::*;
+
+fn xrd(name_group: &str, id: &str, schema: Value) -> Value {
+    json!({
+        "apiVersion": "apiextensions.crossplane.io/v2", "kind": "CompositeResourceDefinition",
+        "metadata": {"name": format!("xbads.{name_group}"), "labels": {"crossplane-rs.io/test": id}},
+        "spec": {"group": name_group, "scope": "Cluster", "names": {"kind": "XBad", "plural": "xbads"},
+                 "versions": [{"name": "v1", "referenceable": true, "served": true,
+                               "schema": {"openAPIV3Schema": schema}}]}
+    })
+}
+
+async fn synced_false(api: &kube::Api<DynamicObject>, name: &str) -> anyhow::Result<Value> {
+    wait_for(
+        &format!("{name} Synced=False"),
+        Duration::from_secs(30),
+        || async {
+            let x = json(&api.get(name).await?);
+            Ok(condition(&x, "Synced").filter(|c| c["status"] == "False"))
+        },
+    )
+    .await
+}
+
+/// No write loop: the object's resourceVersion stays put for a while.
+async fn settles(api: &kube::Api<DynamicObject>, name: &str) -> anyhow::Result<()> {
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = api.get(name).await?.metadata.resource_version;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let after = api.get(name).await?.metadata.resource_version;
+    anyhow::ensure!(
+        before == after,
+        "{name} keeps being written: {before:?} → {after:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gives_clear_conditions_without_hot_loops() -> anyhow::Result<()> {
+    let cluster = testenv::Cluster::shared()?;
+    let client = cluster.client().await?;
+    install_crds(&client).await?;
+    let id = unique();
+    let selector = format!("crossplane-rs.io/test={id}");
+    let mut core = Process::start(
+        cluster.kubeconfig(),
+        &["core", "start", "--watch-label-selector", &selector],
+        &format!("bad-{id}"),
+    )?;
+    let xrds = dynamic(
+        &client,
+        "apiextensions.crossplane.io",
+        "v2",
+        "CompositeResourceDefinition",
+        "compositeresourcedefinitions",
+    );
+    let comps = dynamic(
+        &client,
+        "apiextensions.crossplane.io",
+        "v1",
+        "Composition",
+        "compositions",
+    );
+
+    // 1. Invalid schemas.
+    let g1 = format!("{id}.bad1.example.org");
+    apply(&xrds, xrd(&g1, &id, json!({"type": "string"}))).await?;
+    let c = synced_false(&xrds, &format!("xbads.{g1}")).await?;
+    let msg = c["message"].as_str().context("message")?;
+    assert!(msg.contains("openAPIV3Schema must have type object"), "{msg}");
+    let g2 = format!("{id}.bad2.example.org");
+    apply(
+        &xrds,
+        xrd(
+            &g2,
+            &id,
+            json!({"type": "object", "properties": {"spec": {"type": "object",
+        "properties": {"x": {"type": "notatype"}}}}}),
+        ),
+    )
+    .await?;
+    let c = synced_false(&xrds, &format!("xbads.{g2}")).await?;
+    let msg = c["message"].as_str().context("message")?;
+    assert!(
+        msg.contains("cannot apply rendered composite resource CustomResourceDefinition"),
+        "{msg}"
+    );
+    assert!(msg.contains("notatype"), "{msg}");
+
+    // A valid XRD for the XR cases.
+    let g = format!("{id}.bad.example.org");
+    apply(
+        &xrds,
+        xrd(
+            &g,
+            &id,
+            json!({"type": "object", "properties": {"spec": {"type": "object",
+        "properties": {"x": {"type": "string"}}}}}),
+        ),
+    )
+    .await?;
+    wait_for("XRD Established", Duration::from_secs(30), || async {
+        let x = json(&xrds.get(&format!("xbads.{g}")).await?);
+        Ok(condition(&x, "Established").filter(|c| c["status"] == "True"))
+    })
+    .await?;
+    let xrs = dynamic(&client, &g, "v1", "XBad", "xbads");
+
+    // 2. An XR that selects no Composition.
+    apply(
+        &xrs,
+        json!({"apiVersion": format!("{g}/v1"), "kind": "XBad", "metadata": {"name": "none"}, "spec": {}}),
+    )
+    .await?;
+    let c = synced_false(&xrs, "none").await?;
+    let msg = c["message"].as_str().context("message")?;
+    assert!(msg.contains("no compatible Compositions found"), "{msg}");
+
+    // 3. A Composition for an unknown kind, referenced by an XR.
+    let pt_input = json!({"apiVersion": "pt.fn.crossplane.io/v1beta1", "kind": "Resources", "resources": []});
+    apply(&comps, json!({"apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+        "metadata": {"name": format!("unknown-{id}"), "labels": {"crossplane-rs.io/test": id}},
+        "spec": {"compositeTypeRef": {"apiVersion": "nowhere.example.org/v1", "kind": "Nope"},
+                 "pipeline": [{"step": "pt", "functionRef": {"name": "function-patch-and-transform"}, "input": pt_input}]}})).await?;
+    apply(
+        &xrs,
+        json!({"apiVersion": format!("{g}/v1"), "kind": "XBad", "metadata": {"name": "wrongkind"},
+        "spec": {"crossplane": {"compositionRef": {"name": format!("unknown-{id}")}}}}),
+    )
+    .await?;
+    let c = synced_false(&xrs, "wrongkind").await?;
+    let msg = c["message"].as_str().context("message")?;
+    assert!(msg.contains("Kind=Nope") && msg.contains("Kind=XBad"), "{msg}");
+
+    // 4. An external function.
+    apply(&comps, json!({"apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+        "metadata": {"name": format!("external-{id}"), "labels": {"crossplane-rs.io/test": id}},
+        "spec": {"compositeTypeRef": {"apiVersion": format!("{g}/v1"), "kind": "XBad"},
+                 "pipeline": [{"step": "go", "functionRef": {"name": "function-go-templating"}, "input": pt_input}]}})).await?;
+    apply(
+        &xrs,
+        json!({"apiVersion": format!("{g}/v1"), "kind": "XBad", "metadata": {"name": "external"},
+        "spec": {"crossplane": {"compositionRef": {"name": format!("external-{id}")}}}}),
+    )
+    .await?;
+    let c = wait_for("external Synced=False", Duration::from_secs(30), || async {
+        let x = json(&xrs.get("external").await?);
+        Ok(condition(&x, "Synced").filter(|c| {
+            c["status"] == "False" && c["message"].as_str().is_some_and(|m| m.contains("external"))
+        }))
+    })
+    .await?;
+    assert!(
+        c["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("external functions are not supported yet")),
+        "{c}"
+    );
+
+    // No hot loops, no crash.
+    for name in [format!("xbads.{g1}"), format!("xbads.{g2}")] {
+        settles(&xrds, &name).await?;
+    }
+    for name in ["none", "wrongkind", "external"] {
+        settles(&xrs, name).await?;
+    }
+    assert!(core.is_running(), "the core crashed; see {}", core.log.display());
+
+    // Clean up: the XRDs go once their XRs are gone.
+    for name in [format!("xbads.{g1}"), format!("xbads.{g2}"), format!("xbads.{g}")] {
+        xrds.delete(&name, &Default::default()).await?;
+    }
+    for name in [format!("unknown-{id}"), format!("external-{id}")] {
+        comps.delete(&name, &Default::default()).await?;
+    }
+    wait_for("XRDs gone", Duration::from_secs(30), || async {
+        let l = xrds
+            .list(&kube::api::ListParams::default().labels(&selector))
+            .await?;
+        Ok(l.items.is_empty().then_some(()))
+    })
+    .await?;
+    Ok(())
+}
