@@ -89,15 +89,27 @@ pub struct GoCandidate {
 }
 
 impl GoCandidate {
-    /// Starts a candidate against `cluster`.
+    /// Starts client-go's candidate (`harness lease-candidate`) against `cluster`.
     pub fn spawn(cluster: &Cluster, opts: &CandidateOptions) -> Result<GoCandidate> {
+        GoCandidate::spawn_program(cluster, &cluster.harness, &["lease-candidate"], opts)
+    }
+
+    /// Starts any candidate program that takes the same flags and prints the same JSON lines as the
+    /// client-go one, such as the election crate's `lease-candidate` example, so that both can be driven
+    /// (and SIGKILLed) the same way.
+    pub fn spawn_program(
+        cluster: &Cluster,
+        program: &std::path::Path,
+        leading_args: &[&str],
+        opts: &CandidateOptions,
+    ) -> Result<GoCandidate> {
         let go = |d: Duration| format!("{}ms", d.as_millis());
         let kubeconfig = opts
             .kubeconfig
             .clone()
             .unwrap_or_else(|| cluster.admin_kubeconfig.clone());
-        let mut child = Command::new(&cluster.harness)
-            .arg("lease-candidate")
+        let mut child = Command::new(program)
+            .args(leading_args)
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
             .arg(format!("--namespace={}", opts.namespace))
             .arg(format!("--name={}", opts.name))
@@ -112,7 +124,7 @@ impl GoCandidate {
             .stderr(Stdio::null())
             .kill_on_drop(true)
             .spawn()
-            .map_err(Error::io("starting the client-go candidate", &cluster.harness))?;
+            .map_err(Error::io("starting a lease candidate", program))?;
         let events = Arc::new(Mutex::new(Vec::new()));
         let changed = Arc::new(Notify::new());
         if let Some(stdout) = child.stdout.take() {

@@ -29,6 +29,7 @@ pub mod go_candidate;
 pub mod harness;
 mod kubeconfig;
 mod ports;
+pub mod postgres;
 pub mod support;
 
 pub use audit::{AuditEvent, AuditLog};

@@ -60,25 +60,32 @@ pub async fn install_crds(client: &Client, crds: &[CustomResourceDefinition]) ->
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in crds {
         let name = crd.metadata.name.clone().unwrap_or_default();
-        api.patch(&name, &PatchParams::apply("crossplane-rs-tests").force(), &Patch::Apply(crd))
-            .await
-            .map_err(Error::kube(format!("applying CRD {name}")))?;
+        api.patch(
+            &name,
+            &PatchParams::apply("crossplane-rs-tests").force(),
+            &Patch::Apply(crd),
+        )
+        .await
+        .map_err(Error::kube(format!("applying CRD {name}")))?;
     }
     for crd in crds {
         let name = crd.metadata.name.clone().unwrap_or_default();
-        eventually(&format!("CRD {name} established"), Duration::from_secs(30), || {
-            let (api, name) = (api.clone(), name.clone());
-            async move {
-                let crd = api.get(&name).await?;
-                Ok(
-                    crd.status
+        eventually(
+            &format!("CRD {name} established"),
+            Duration::from_secs(30),
+            || {
+                let (api, name) = (api.clone(), name.clone());
+                async move {
+                    let crd = api.get(&name).await?;
+                    Ok(crd
+                        .status
                         .and_then(|s| s.conditions)
                         .unwrap_or_default()
                         .iter()
-                        .any(|c| c.type_ == "Established" && c.status == "True"),
-                )
-            }
-        })
+                        .any(|c| c.type_ == "Established" && c.status == "True"))
+                }
+            },
+        )
         .await?;
     }
     Ok(())
@@ -101,7 +108,9 @@ impl Process {
         std::fs::create_dir_all(dir).map_err(Error::io("creating a log directory", dir))?;
         let log = dir.join(format!("{identity}.log"));
         let out = std::fs::File::create(&log).map_err(Error::io("creating a replica log", &log))?;
-        let err = out.try_clone().map_err(Error::io("opening a replica log", &log))?;
+        let err = out
+            .try_clone()
+            .map_err(Error::io("opening a replica log", &log))?;
         let child = Command::new(binary)
             .args(args)
             .env_remove("KUBECONFIG")

@@ -1,0 +1,6 @@
+//! `provider-sql`: wires the provider's library into the managed runtime and the manager.
+#![forbid(unsafe_code)]
+
+fn main() -> std::process::ExitCode {
+    managed::cli::main(provider_sql::INFO, provider_sql::setup)
+}

@@ -1,0 +1,14 @@
+//! Helpers for provider process tests: the shared ones from `testenv::support`, and where this test
+//! crate's process logs go.
+#![allow(dead_code, unused_imports)]
+
+use std::path::PathBuf;
+
+pub use testenv::support::{Process, cluster, eventually, install_crds, replica_args};
+
+/// Where process logs of a test go.
+pub fn log_dir(test: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("provider-logs")
+        .join(test)
+}
