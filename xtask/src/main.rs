@@ -5,8 +5,10 @@
 //! - `cargo xtask control-plane up|down|status` leaves a control plane running for people and kubectl.
 //! - `cargo xtask image [BINARY|--all]` packs release binaries as OCI image archives.
 //! - `cargo xtask harness` only builds the harness.
+//! - `cargo xtask bench [--quick]` measures our elector against client-go's and writes `docs/benchmarks.*`.
 #![forbid(unsafe_code)]
 
+mod bench;
 mod control_plane;
 mod image;
 mod test;
@@ -46,6 +48,12 @@ enum Command {
     },
     /// Build the Go harness (kube-apiserver, etcd, kube-controller-manager, client-go candidate) and print its path.
     Harness,
+    /// Measure the Rust elector against client-go's on a fresh control plane; write docs/benchmarks.md and .svg.
+    Bench {
+        /// Fewer repetitions and shorter windows (about 8 minutes instead of about 25).
+        #[arg(long)]
+        quick: bool,
+    },
 }
 
 fn main() {
@@ -54,6 +62,7 @@ fn main() {
         Command::Test { args } => test::run(&args),
         Command::ControlPlane { action } => control_plane::run(action),
         Command::Image { binaries, all: _ } => image::run(&binaries).map(|_| 0),
+        Command::Bench { quick } => bench::run(quick),
         Command::Harness => harness().map(|p| {
             println!("{}", p.display());
             0
