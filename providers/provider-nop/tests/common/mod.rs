@@ -8,5 +8,7 @@ pub use testenv::support::{Process, cluster, eventually, install_crds, replica_a
 
 /// Where process logs of a test go.
 pub fn log_dir(test: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("provider-logs").join(test)
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("provider-logs")
+        .join(test)
 }
