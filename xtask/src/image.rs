@@ -57,6 +57,12 @@ pub const BINARIES: &[Binary] = &[
         description: "Crossplane provider-kubernetes, in Rust",
         cmd: &[],
     },
+    Binary {
+        package: "provider-sql",
+        name: "provider-sql",
+        description: "Crossplane provider-sql (PostgreSQL), in Rust",
+        cmd: &[],
+    },
 ];
 
 /// The non-root user and group the images run as.

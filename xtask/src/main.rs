@@ -3,6 +3,7 @@
 //! - `cargo xtask test [-- <cargo test args>]` builds the Go harness (cached), starts one local control
 //!   plane, runs the whole workspace test suite against it, and stops it. This is the README's test command.
 //! - `cargo xtask control-plane up|down|status` leaves a control plane running for people and kubectl.
+//! - `cargo xtask generate [--check]` writes deploy/ (CRDs, RBAC, Deployments) from the code.
 //! - `cargo xtask image [BINARY|--all]` packs release binaries as OCI image archives.
 //! - `cargo xtask harness` only builds the harness.
 //! - `cargo xtask bench [--quick]` measures our elector against client-go's and writes `docs/benchmarks.*`.
@@ -10,6 +11,7 @@
 
 mod bench;
 mod control_plane;
+mod generate;
 mod image;
 mod test;
 
@@ -38,6 +40,12 @@ enum Command {
         #[command(subcommand)]
         action: control_plane::Action,
     },
+    /// Write deploy/ from the code: CRDs, per-binary kustomize bases (Deployment, RBAC, PDB), kustomization.
+    Generate {
+        /// Only compare: exit non-zero, listing the files, when deploy/ differs from the code.
+        #[arg(long)]
+        check: bool,
+    },
     /// Build release images of the binaries as OCI archives under target/images/ (no Docker daemon).
     Image {
         /// Binaries to build (all when none is named).
@@ -61,6 +69,7 @@ fn main() {
     let result = match cli.command {
         Command::Test { args } => test::run(&args),
         Command::ControlPlane { action } => control_plane::run(action),
+        Command::Generate { check } => generate::run(check),
         Command::Image { binaries, all: _ } => image::run(&binaries).map(|_| 0),
         Command::Bench { quick } => bench::run(quick),
         Command::Harness => harness().map(|p| {

@@ -347,3 +347,17 @@ async fn delete(xrd: &CompositeResourceDefinition, ctx: &Ctx) -> Result<Action, 
     }
     Ok(Action::requeue(Duration::from_secs(1)))
 }
+
+/// The API access this controller needs: XRDs (read, finalizer and status writes, and `update` on
+/// `/finalizers` because the CRDs it renders name the XRD as blocking owner) and the CRDs it renders
+/// (applied, read back and deleted). The XRs themselves are defined at run time: the RBAC manager grants
+/// them per XRD through ClusterRoles labelled `rbac.crossplane.io/aggregate-to-crossplane`.
+pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
+    use manager::rbac::{OWN, READ_WRITE, Rule};
+    vec![
+        Rule::kind::<CompositeResourceDefinition>(&[""], READ_WRITE),
+        Rule::kind::<CompositeResourceDefinition>(&["status"], &["get", "patch", "update"]),
+        Rule::kind::<CompositeResourceDefinition>(&["finalizers"], &["update"]),
+        Rule::kind::<CustomResourceDefinition>(&[""], OWN),
+    ]
+}

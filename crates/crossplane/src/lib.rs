@@ -19,3 +19,29 @@ pub mod revision;
 pub mod xcrd;
 
 pub use error::Error;
+
+/// The core's CRDs: CompositeResourceDefinition, Composition and CompositionRevision.
+pub fn crds()
+-> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> {
+    use apis::apiextensions::{CompositeResourceDefinition, Composition, CompositionRevision};
+    use kube::CustomResourceExt;
+    vec![
+        CompositeResourceDefinition::crd(),
+        Composition::crd(),
+        CompositionRevision::crd(),
+    ]
+}
+
+/// What `crossplane core start` needs (its controllers' declared needs, rendered into its ClusterRole by
+/// `cargo xtask generate`; leader election's namespaced needs come on top).
+pub fn core_rbac_needs() -> Vec<manager::rbac::Rule> {
+    let mut rules = definition::rbac_needs();
+    rules.extend(revision::rbac_needs());
+    rules.extend(composite::rbac_needs());
+    manager::rbac::normalize(rules)
+}
+
+/// What `crossplane rbac start` needs.
+pub fn rbac_manager_rbac_needs() -> Vec<manager::rbac::Rule> {
+    manager::rbac::normalize(rbac::rbac_needs())
+}

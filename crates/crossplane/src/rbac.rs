@@ -142,6 +142,21 @@ async fn reconcile_inner(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -
     Ok(Action::await_change())
 }
 
+/// The API access this controller needs: XRDs read (and `update` on `/finalizers`, as the blocking owner
+/// of the roles), and ClusterRoles applied and watched. `escalate` lets it grant `*` on the XRs without
+/// holding that access itself.
+pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
+    use manager::rbac::{READ, Rule};
+    vec![
+        Rule::kind::<CompositeResourceDefinition>(&[""], READ),
+        Rule::kind::<CompositeResourceDefinition>(&["finalizers"], &["update"]),
+        Rule::kind::<ClusterRole>(
+            &[""],
+            &["get", "list", "watch", "create", "patch", "update", "escalate"],
+        ),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -183,6 +183,17 @@ fn owner_ref(comp: &Composition) -> Result<OwnerReference, Error> {
     Ok(o)
 }
 
+/// The API access this controller needs: Compositions read (and `update` on `/finalizers`, as the
+/// blocking owner of their revisions) and CompositionRevisions read, created and patched.
+pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
+    use manager::rbac::{READ, Rule};
+    vec![
+        Rule::kind::<Composition>(&[""], READ),
+        Rule::kind::<Composition>(&["finalizers"], &["update"]),
+        Rule::kind::<CompositionRevision>(&[""], &["get", "list", "watch", "create", "patch", "update"]),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -31,6 +31,7 @@ pub mod options;
 pub mod poll;
 pub mod providerconfig;
 pub mod ratelimit;
+pub mod rbac;
 pub mod reconciler;
 pub mod resource;
 pub mod usage;

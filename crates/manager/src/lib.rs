@@ -51,6 +51,7 @@ pub mod health;
 pub mod logging;
 mod manager;
 pub mod metrics;
+pub mod rbac;
 pub mod readiness;
 pub mod runnable;
 pub mod settings;

@@ -148,7 +148,7 @@ impl ControlPlane {
             arg("kubeconfig", &admin_kubeconfig.display()),
             arg(
                 "controllers",
-                &"garbage-collector-controller,namespace-controller",
+                &"garbage-collector-controller,namespace-controller,clusterrole-aggregation-controller",
             ),
             arg("leader-elect", &"false"),
             arg("secure-port", &0),

@@ -4,8 +4,9 @@
 //! built from Go modules in `tests/control-plane` (the *harness*). This crate:
 //!
 //! - builds the harness once and caches it under `target/harness/` ([`harness`]);
-//! - starts etcd, kube-apiserver and a kube-controller-manager limited to the garbage-collector and
-//!   namespace controllers as separate processes on free loopback ports, with generated certificates,
+//! - starts etcd, kube-apiserver and a kube-controller-manager limited to the garbage-collector,
+//!   namespace and ClusterRole-aggregation controllers (Crossplane's RBAC relies on aggregation) as
+//!   separate processes on free loopback ports, with generated certificates,
 //!   RBAC authorization, a service-account issuer and a Metadata-level audit log ([`ControlPlane`]);
 //! - stops, kills, pauses (SIGSTOP), resumes and restarts each of them separately, touching only
 //!   processes it started ([`Component`]);

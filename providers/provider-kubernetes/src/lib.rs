@@ -110,25 +110,38 @@ pub fn setup(mgr: &mut Manager, options: &Options) {
     )));
     ManagedController::<namespaced::Object, _>::new(connector, modern).register(mgr);
 
-    ProviderConfigController::new(pc_kind::<cluster::ProviderConfig>(
-        false,
-        cluster::GROUP,
-        false,
-        false,
-    ))
-    .register(mgr);
-    ProviderConfigController::new(pc_kind::<namespaced::ProviderConfig>(
-        true,
-        namespaced::GROUP,
-        true,
-        true,
-    ))
-    .register(mgr);
-    ProviderConfigController::new(pc_kind::<namespaced::ClusterProviderConfig>(
-        false,
-        namespaced::GROUP,
-        true,
-        true,
-    ))
-    .register(mgr);
+    for kind in provider_config_kinds() {
+        ProviderConfigController::new(kind).register(mgr);
+    }
+}
+
+/// The ProviderConfig kinds: legacy `ProviderConfig`, v2 namespaced `ProviderConfig` and
+/// `ClusterProviderConfig`, each with the usage kind that counts for it.
+pub fn provider_config_kinds() -> Vec<ProviderConfigKind> {
+    vec![
+        pc_kind::<cluster::ProviderConfig>(false, cluster::GROUP, false, false),
+        pc_kind::<namespaced::ProviderConfig>(true, namespaced::GROUP, true, true),
+        pc_kind::<namespaced::ClusterProviderConfig>(false, namespaced::GROUP, true, true),
+    ]
+}
+
+/// The API access [`setup`]'s controllers need (rendered into the provider's ClusterRole by
+/// `cargo xtask generate`): the managed kinds, the ProviderConfig kinds and their usages, the
+/// credentials Secrets the connector reads, and the runtime's connection Secrets and Events.
+///
+/// The objects an `Object` manages are not included: they are whatever users ask for. With
+/// `InjectedIdentity`, the operator grants the provider's ServiceAccount access to them (upstream binds
+/// `cluster-admin`); with a kubeconfig Secret, the credentials in it decide.
+pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
+    let mut rules = Vec::new();
+    rules.extend(managed::rbac::managed_needs::<cluster::Object>());
+    rules.extend(managed::rbac::usage_needs::<cluster::Object>());
+    rules.extend(managed::rbac::managed_needs::<namespaced::Object>());
+    rules.extend(managed::rbac::usage_needs::<namespaced::Object>());
+    for kind in provider_config_kinds() {
+        rules.extend(managed::rbac::provider_config_needs(&kind));
+    }
+    rules.extend(managed::rbac::credentials_needs());
+    rules.extend(managed::rbac::runtime_needs());
+    manager::rbac::normalize(rules)
 }

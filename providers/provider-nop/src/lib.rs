@@ -12,6 +12,8 @@ pub mod types;
 
 use std::time::Duration;
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
 use managed::{ManagedController, Options, ProviderDefaults, ProviderInfo};
 use manager::{BinaryInfo, Defaults, Manager};
 
@@ -35,4 +37,17 @@ pub const INFO: ProviderInfo = ProviderInfo {
 /// Registers the NopResource controller.
 pub fn setup(mgr: &mut Manager, options: &Options) {
     ManagedController::<types::NopResource, _>::new(external::NopConnector, options.clone()).register(mgr);
+}
+
+/// Every CRD of the provider.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    vec![types::NopResource::crd()]
+}
+
+/// The API access [`setup`]'s controllers need (rendered into the provider's ClusterRole by
+/// `cargo xtask generate`): the NopResource controller and the runtime's connection Secrets and Events.
+pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
+    let mut rules = managed::rbac::managed_needs::<types::NopResource>();
+    rules.extend(managed::rbac::runtime_needs());
+    manager::rbac::normalize(rules)
 }

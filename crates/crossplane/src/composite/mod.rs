@@ -15,3 +15,15 @@ pub mod select;
 pub mod status;
 
 pub use reconciler::{CompositeController, run};
+
+/// The API access the composite controllers need beyond the XRs and composed resources, whose kinds are
+/// only known at run time (they come through aggregated ClusterRoles): Compositions and their revisions,
+/// read to select one.
+pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
+    use apis::apiextensions::{Composition, CompositionRevision};
+    use manager::rbac::{READ, Rule};
+    vec![
+        Rule::kind::<Composition>(&[""], READ),
+        Rule::kind::<CompositionRevision>(&[""], READ),
+    ]
+}

@@ -1,0 +1,557 @@
+//! `cargo xtask generate [--check]`: writes `deploy/` from the code, so the manifests cannot drift.
+//!
+//! - `deploy/crds/`: every CRD from the Rust types, one file each;
+//! - `deploy/<binary>/`: a kustomize base per binary (Deployment, ServiceAccount, a Role and RoleBinding
+//!   for its Lease and events, a ClusterRole and ClusterRoleBinding from the needs its controllers
+//!   declare in code, a PodDisruptionBudget);
+//! - `deploy/kustomization.yaml`: all of it, in namespace `crossplane-system`, with the Namespace.
+//!
+//! Every file is YAML rendered from JSON with sorted keys; file lists are sorted. `--check` renders into
+//! memory and fails, listing the files, when `deploy/` differs.
+//!
+//! Composition needs access to kinds known only at run time (XRs, and the providers' managed resources).
+//! As in Crossplane, the core's ClusterRole `crossplane` aggregates every ClusterRole labelled
+//! `rbac.crossplane.io/aggregate-to-crossplane: "true"`: its own declared needs
+//! (`crossplane:system:aggregate-to-crossplane`), each provider's kinds (`crossplane:provider:<name>:
+//! aggregate-to-crossplane`, from the provider's CRDs) and the per-XRD roles the RBAC manager writes.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use manager::Defaults;
+use manager::rbac::Rule;
+use serde_json::{Value, json};
+
+/// The namespace everything runs in.
+pub const NAMESPACE: &str = "crossplane-system";
+/// The label that makes a ClusterRole part of the core's aggregated `crossplane` role.
+pub const AGGREGATE_TO_CROSSPLANE: &str = "rbac.crossplane.io/aggregate-to-crossplane";
+/// The manager's default `--graceful-shutdown-timeout` (manager `Args`).
+const GRACEFUL_SHUTDOWN: Duration = Duration::from_secs(30);
+/// Slack on top of the graceful shutdown and the renew deadline in `terminationGracePeriodSeconds`.
+const TERMINATION_SLACK: Duration = Duration::from_secs(10);
+/// The non-root user and group (the images' user).
+const USER: i64 = 65532;
+/// The port of /metrics (manager `--metrics-bind-address` default).
+const METRICS_PORT: i64 = 8080;
+/// The port of /healthz and /readyz (manager `--health-probe-bind-address` default).
+const PROBE_PORT: i64 = 8081;
+
+/// One deployed binary (a Deployment of its own).
+pub struct Deployed {
+    /// The base's directory under deploy/, and the name of its objects.
+    pub name: &'static str,
+    /// The image (and binary) it runs.
+    pub image: &'static str,
+    /// The container's arguments.
+    pub args: &'static [&'static str],
+    /// Lease name and timings.
+    pub lease: Defaults,
+    /// The needs its controllers declare.
+    pub needs: fn() -> Vec<Rule>,
+    /// Its CRDs.
+    pub crds: fn() -> Vec<CustomResourceDefinition>,
+    /// A provider: its kinds are aggregated into the core's role, so compositions can compose them.
+    pub provider: bool,
+    /// The core: its ClusterRole aggregates, its declared needs are an aggregated part of it.
+    pub core: bool,
+}
+
+/// Every deployed binary, in deploy order.
+pub fn deployed() -> Vec<Deployed> {
+    vec![
+        Deployed {
+            name: "crossplane",
+            image: "crossplane",
+            args: &["core", "start"],
+            lease: crossplane::cli::CORE_DEFAULTS,
+            needs: crossplane::core_rbac_needs,
+            crds: crossplane::crds,
+            provider: false,
+            core: true,
+        },
+        Deployed {
+            name: "crossplane-rbac-manager",
+            image: "crossplane",
+            args: &["rbac", "start"],
+            lease: crossplane::cli::RBAC_DEFAULTS,
+            needs: crossplane::rbac_manager_rbac_needs,
+            crds: Vec::new,
+            provider: false,
+            core: false,
+        },
+        Deployed {
+            name: "provider-nop",
+            image: "provider-nop",
+            args: &[],
+            lease: provider_nop::INFO.lease,
+            needs: provider_nop::rbac_needs,
+            crds: provider_nop::crds,
+            provider: true,
+            core: false,
+        },
+        Deployed {
+            name: "provider-kubernetes",
+            image: "provider-kubernetes",
+            args: &[],
+            lease: provider_kubernetes::INFO.lease,
+            needs: provider_kubernetes::rbac_needs,
+            crds: provider_kubernetes::crds,
+            provider: true,
+            core: false,
+        },
+        Deployed {
+            name: "provider-sql",
+            image: "provider-sql",
+            args: &[],
+            lease: provider_sql::INFO.lease,
+            needs: provider_sql::rbac_needs,
+            crds: provider_sql::crds,
+            provider: true,
+            core: false,
+        },
+    ]
+}
+
+/// `cargo xtask generate [--check]`. Returns the exit code.
+pub fn run(check: bool) -> anyhow::Result<i32> {
+    let root = testenv::harness::repo_root().join("deploy");
+    let files = render()?;
+    if check {
+        let drift = drift(&root, &files)?;
+        if drift.is_empty() {
+            eprintln!("[generate] deploy/ is up to date ({} files)", files.len());
+            return Ok(0);
+        }
+        eprintln!("[generate] deploy/ differs from the code; run `cargo xtask generate`:");
+        for d in &drift {
+            eprintln!("  {d}");
+        }
+        return Ok(1);
+    }
+    // Remove stale files first, so a removed CRD or binary does not linger.
+    for stale in existing_files(&root)? {
+        if !files.contains_key(&stale) {
+            std::fs::remove_file(root.join(&stale))
+                .with_context(|| format!("removing {}", stale.display()))?;
+        }
+    }
+    for (path, text) in &files {
+        let full = root.join(path);
+        if let Some(dir) = full.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        if std::fs::read_to_string(&full).ok().as_deref() != Some(text.as_str()) {
+            std::fs::write(&full, text).with_context(|| format!("writing {}", full.display()))?;
+        }
+    }
+    eprintln!("[generate] wrote {} files under {}", files.len(), root.display());
+    Ok(0)
+}
+
+/// The differences between `files` and what is under `root`: `+ path` missing, `- path` extra, `~ path`
+/// changed.
+pub fn drift(root: &Path, files: &BTreeMap<PathBuf, String>) -> anyhow::Result<Vec<String>> {
+    let mut out = Vec::new();
+    for (path, text) in files {
+        match std::fs::read_to_string(root.join(path)) {
+            Ok(current) if current == *text => {}
+            Ok(_) => out.push(format!("~ deploy/{}", path.display())),
+            Err(_) => out.push(format!("+ deploy/{} (missing)", path.display())),
+        }
+    }
+    for extra in existing_files(root)? {
+        if !files.contains_key(&extra) {
+            out.push(format!("- deploy/{} (not generated)", extra.display()));
+        }
+    }
+    Ok(out)
+}
+
+/// Every file under `root`, relative to it.
+fn existing_files(root: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e).with_context(|| format!("reading {}", dir.display())),
+        };
+        for entry in entries {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if let Ok(rel) = path.strip_prefix(root) {
+                out.push(rel.to_path_buf());
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Every file of deploy/, by path relative to it.
+pub fn render() -> anyhow::Result<BTreeMap<PathBuf, String>> {
+    let mut files = BTreeMap::new();
+    let version = env!("CARGO_PKG_VERSION");
+    let binaries = deployed();
+
+    let mut crd_files = Vec::new();
+    for b in &binaries {
+        for crd in (b.crds)() {
+            let name = crd.metadata.name.clone().context("a CRD without a name")?;
+            let file = format!("{name}.yaml");
+            files.insert(
+                PathBuf::from("crds").join(&file),
+                yaml(&serde_json::to_value(&crd)?)?,
+            );
+            crd_files.push(file);
+        }
+    }
+    crd_files.sort();
+    files.insert(
+        "crds/kustomization.yaml".into(),
+        yaml(&kustomization(&crd_files, None))?,
+    );
+
+    for b in &binaries {
+        for (file, obj) in base(b, version) {
+            files.insert(PathBuf::from(b.name).join(file), yaml(&obj)?);
+        }
+    }
+
+    files.insert(
+        "namespace.yaml".into(),
+        yaml(&json!({
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": NAMESPACE, "labels": labels("crossplane-system")},
+        }))?,
+    );
+    let mut resources = vec!["namespace.yaml".to_owned(), "crds".to_owned()];
+    resources.extend(binaries.iter().map(|b| b.name.to_owned()));
+    files.insert(
+        "kustomization.yaml".into(),
+        yaml(&kustomization(&resources, Some(NAMESPACE)))?,
+    );
+    Ok(files)
+}
+
+fn kustomization(resources: &[String], namespace: Option<&str>) -> Value {
+    let mut k = json!({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": resources,
+    });
+    if let Some(ns) = namespace {
+        k["namespace"] = json!(ns);
+    }
+    k
+}
+
+fn labels(name: &str) -> Value {
+    json!({
+        "app.kubernetes.io/name": name,
+        "app.kubernetes.io/part-of": "crossplane-rs",
+    })
+}
+
+fn rules_json(rules: &[Rule]) -> Value {
+    Value::Array(
+        rules
+            .iter()
+            .map(|r| {
+                let mut v = json!({
+                    "apiGroups": r.api_groups,
+                    "resources": r.resources,
+                    "verbs": r.verbs,
+                });
+                if !r.resource_names.is_empty() {
+                    v["resourceNames"] = json!(r.resource_names);
+                }
+                v
+            })
+            .collect(),
+    )
+}
+
+/// `terminationGracePeriodSeconds`: the graceful shutdown, then the renew deadline (a leader that stops
+/// renewing keeps its term that long), plus slack.
+pub fn termination_grace(lease: &Defaults) -> u64 {
+    (GRACEFUL_SHUTDOWN + lease.renew_deadline + TERMINATION_SLACK).as_secs()
+}
+
+/// The objects of one binary's base, by file name.
+pub fn base(b: &Deployed, version: &str) -> Vec<(String, Value)> {
+    let name = b.name;
+    let meta = |n: &str| json!({"name": n, "namespace": NAMESPACE, "labels": labels(name)});
+    let cluster_meta = |n: &str| json!({"name": n, "labels": labels(name)});
+    let subject = json!([{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}]);
+    let selector = json!({"matchLabels": {"app.kubernetes.io/name": name}});
+    let mut out = Vec::new();
+
+    out.push((
+        "serviceaccount.yaml".to_owned(),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(name)}),
+    ));
+
+    let election = format!("{name}:leader-election");
+    out.push((
+        "role.yaml".to_owned(),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": meta(&election),
+            "rules": rules_json(&manager::rbac::election_needs(b.lease.lease_id)),
+        }),
+    ));
+    out.push((
+        "rolebinding.yaml".to_owned(),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": meta(&election),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": election},
+            "subjects": subject,
+        }),
+    ));
+
+    let needs = manager::rbac::normalize((b.needs)());
+    if b.core {
+        // The aggregated role: its rules are filled in by the clusterrole-aggregation controller.
+        out.push((
+            "clusterrole.yaml".to_owned(),
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": cluster_meta(name),
+                "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {AGGREGATE_TO_CROSSPLANE: "true"}}]},
+            }),
+        ));
+        let system = format!("crossplane:system:{}", aggregate_suffix());
+        let mut m = cluster_meta(&system);
+        m["labels"][AGGREGATE_TO_CROSSPLANE] = json!("true");
+        out.push((
+            "clusterrole-system.yaml".to_owned(),
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": m,
+                "rules": rules_json(&needs),
+            }),
+        ));
+    } else {
+        out.push((
+            "clusterrole.yaml".to_owned(),
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": cluster_meta(name),
+                "rules": rules_json(&needs),
+            }),
+        ));
+    }
+    if b.provider {
+        // What the core needs to compose this provider's kinds.
+        let kinds: Vec<Rule> = (b.crds)()
+            .iter()
+            .map(|crd| Rule::plural(&crd.spec.group, &crd.spec.names.plural, &["", "status"], &["*"]))
+            .collect();
+        let role = format!("crossplane:provider:{name}:{}", aggregate_suffix());
+        let mut m = cluster_meta(&role);
+        m["labels"][AGGREGATE_TO_CROSSPLANE] = json!("true");
+        out.push((
+            "clusterrole-aggregate-to-crossplane.yaml".to_owned(),
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": m,
+                "rules": rules_json(&manager::rbac::normalize(kinds)),
+            }),
+        ));
+    }
+    out.push((
+        "clusterrolebinding.yaml".to_owned(),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": cluster_meta(name),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": subject,
+        }),
+    ));
+
+    out.push((
+        "poddisruptionbudget.yaml".to_owned(),
+        json!({
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": meta(name),
+            "spec": {"minAvailable": 1, "selector": selector},
+        }),
+    ));
+
+    out.push(("deployment.yaml".to_owned(), deployment(b, version)));
+
+    let mut files: Vec<String> = out.iter().map(|(f, _)| f.clone()).collect();
+    files.sort();
+    out.push(("kustomization.yaml".to_owned(), kustomization(&files, None)));
+    out
+}
+
+fn aggregate_suffix() -> String {
+    AGGREGATE_TO_CROSSPLANE
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn deployment(b: &Deployed, version: &str) -> Value {
+    let name = b.name;
+    let selector = json!({"matchLabels": {"app.kubernetes.io/name": name}});
+    let field = |path: &str| json!({"fieldRef": {"apiVersion": "v1", "fieldPath": path}});
+    let probe = |path: &str, period: u64, failures: u64| {
+        json!({
+            "httpGet": {"path": path, "port": "health"},
+            "periodSeconds": period,
+            "failureThreshold": failures,
+            "timeoutSeconds": 2,
+        })
+    };
+    let mut container = json!({
+        "name": name,
+        "image": format!("crossplane-rs/{}:{version}", b.image),
+        "imagePullPolicy": "IfNotPresent",
+        "env": [
+            {"name": "POD_NAME", "valueFrom": field("metadata.name")},
+            {"name": "POD_NAMESPACE", "valueFrom": field("metadata.namespace")},
+            {"name": "LEADER_ELECTION", "value": "true"},
+        ],
+        "ports": [
+            {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+            {"name": "health", "containerPort": PROBE_PORT, "protocol": "TCP"},
+        ],
+        "livenessProbe": probe("/healthz", 10, 3),
+        "readinessProbe": probe("/readyz", 5, 2),
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+        "securityContext": {
+            "allowPrivilegeEscalation": false,
+            "readOnlyRootFilesystem": true,
+            "runAsNonRoot": true,
+            "runAsUser": USER,
+            "runAsGroup": USER,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+    });
+    if !b.args.is_empty() {
+        container["args"] = json!(b.args);
+    }
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels(name)},
+        "spec": {
+            "replicas": 2,
+            "revisionHistoryLimit": 3,
+            "selector": selector,
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+            "template": {
+                "metadata": {"labels": labels(name)},
+                "spec": {
+                    "serviceAccountName": name,
+                    "terminationGracePeriodSeconds": termination_grace(&b.lease),
+                    "securityContext": {
+                        "runAsNonRoot": true,
+                        "runAsUser": USER,
+                        "runAsGroup": USER,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+                        "weight": 100,
+                        "podAffinityTerm": {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"},
+                    }]}},
+                    "topologySpreadConstraints": [
+                        {
+                            "maxSkew": 1,
+                            "topologyKey": "topology.kubernetes.io/zone",
+                            "whenUnsatisfiable": "ScheduleAnyway",
+                            "labelSelector": selector,
+                        },
+                        {
+                            "maxSkew": 1,
+                            "topologyKey": "kubernetes.io/hostname",
+                            "whenUnsatisfiable": "ScheduleAnyway",
+                            "labelSelector": selector,
+                        },
+                    ],
+                    "containers": [container],
+                },
+            },
+        },
+    })
+}
+
+/// `value` as YAML with its object keys sorted.
+pub fn yaml(value: &Value) -> anyhow::Result<String> {
+    let text = serde_saphyr::to_string(&sorted(value)).context("rendering YAML")?;
+    let newline = if text.ends_with('\n') { "" } else { "\n" };
+    Ok(format!(
+        "# Generated by `cargo xtask generate`; do not edit.\n{text}{newline}"
+    ))
+}
+
+fn sorted(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            Value::Object(keys.into_iter().map(|k| (k.clone(), sorted(&map[k]))).collect())
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grace_covers_shutdown_and_renew_deadline() {
+        for b in deployed() {
+            assert!(
+                Duration::from_secs(termination_grace(&b.lease)) > GRACEFUL_SHUTDOWN + b.lease.renew_deadline,
+                "{}",
+                b.name
+            );
+        }
+    }
+
+    #[test]
+    fn every_deployed_image_is_built() {
+        for b in deployed() {
+            assert!(
+                crate::image::BINARIES.iter().any(|i| i.name == b.image),
+                "{} runs image {} which `cargo xtask image` does not build",
+                b.name,
+                b.image
+            );
+        }
+    }
+
+    #[test]
+    fn rendering_is_deterministic_and_round_trips() {
+        let a = render().expect("render");
+        let b = render().expect("render");
+        assert_eq!(a, b);
+        for (path, text) in &a {
+            let _: Value = serde_saphyr::from_str(text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        }
+    }
+}
