@@ -33,7 +33,8 @@ pub fn run(args: &[String]) -> anyhow::Result<i32> {
         .iter()
         .any(|a| a == "-p" || a.starts_with("--package") || a.starts_with("-p"));
     let mut cargo = Command::new(env!("CARGO"));
-    cargo.arg("test");
+    // Every suite runs, so one failure does not hide the state of the others; the exit code still fails.
+    cargo.args(["test", "--no-fail-fast"]);
     if !narrowed {
         cargo.arg("--workspace");
     }
