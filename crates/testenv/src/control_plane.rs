@@ -182,13 +182,24 @@ impl ControlPlane {
             apiserver: component("kube-apiserver", apiserver_args),
             controller_manager: component("kube-controller-manager", kcm_args),
         };
-        cp.etcd.start()?;
-        cp.wait_etcd()?;
-        cp.apiserver.start()?;
-        cp.wait_apiserver().await?;
-        cp.controller_manager.start()?;
-        cp.save()?;
-        Ok(cp)
+        match cp.boot().await {
+            Ok(()) => Ok(cp),
+            Err(e) => {
+                // A failed start leaves nothing behind, detached or not.
+                let _ = cp.stop();
+                Err(e)
+            }
+        }
+    }
+
+    /// Starts etcd, then the apiserver, then the controller manager, each once the one before is ready.
+    async fn boot(&mut self) -> Result<()> {
+        self.etcd.start()?;
+        self.wait_etcd()?;
+        self.apiserver.start()?;
+        self.wait_apiserver().await?;
+        self.controller_manager.start()?;
+        self.save()
     }
 
     /// Starts a private control plane for a test that disrupts it (pausing etcd, restarting the
