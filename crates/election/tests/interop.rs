@@ -207,7 +207,16 @@ async fn mixed_pool_hands_over_in_turn() -> anyhow::Result<()> {
         })
         .await?;
     }
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The last one standing leads: wait for it to report so, rather than for a fixed time.
+    let last = common::wait_holder(&client, &ns, NAME, Duration::from_secs(15), |h| !h.is_empty()).await?;
+    if let Some(g) = gos.iter().find(|g| g.identity() == last) {
+        go_leads(g, Duration::from_secs(10)).await?;
+    } else if let Some(r) = rusts.iter_mut().find(|r| r.identity == last) {
+        r.wait_leading(Duration::from_secs(10)).await?;
+    } else {
+        anyhow::bail!("the last holder {last:?} is not a remaining candidate");
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
     let mut sets: Vec<(&str, Vec<(i64, i64)>)> =
         finished.iter().map(|(n, i)| (n.as_str(), i.clone())).collect();
     for g in &gos {
@@ -218,7 +227,10 @@ async fn mixed_pool_hands_over_in_turn() -> anyhow::Result<()> {
     }
     assert_exclusive(&sets)?;
     let leaders: usize = sets.iter().map(|(_, i)| i.len()).sum();
-    assert!(leaders >= 4, "expected at least four terms, saw {leaders}");
+    assert!(
+        leaders >= 4,
+        "expected at least four terms, saw {leaders}: {sets:?}"
+    );
     for g in &gos {
         g.terminate()?;
     }
