@@ -8,10 +8,13 @@
 //! managed controllers and the three ProviderConfig controllers; `main.rs` hands it to
 //! [`managed::cli::main`].
 //!
-//! Differences from upstream, on purpose: the safe-create stop of crossplane-runtime stays on (upstream
-//! sets `WithDeterministicExternalName`), so an Object whose create outcome is unknown waits for a human
-//! rather than re-applying; readiness `DeriveFromCelQuery`, `watch`, the referenced-object finalizers and
-//! the v1alpha1 cluster-scoped conversion webhook are not implemented.
+//! As upstream (`WithDeterministicExternalName(true)`), the safe-create stop of crossplane-runtime is
+//! off: the target object is named by its manifest (the name defaults to the Object's), and create is a
+//! server-side apply of that name, so a replica that takes over after a leader died mid-create applies
+//! the same object again instead of making a second one.
+//!
+//! Not implemented: readiness `DeriveFromCelQuery`, `watch`, the referenced-object finalizers and the
+//! v1alpha1 cluster-scoped conversion webhook.
 #![forbid(unsafe_code)]
 
 pub mod client;
@@ -97,6 +100,8 @@ fn pc_kind<K: kube::Resource<DynamicType = ()>>(
 /// Registers the Object controllers (both groups) and the ProviderConfig controllers.
 pub fn setup(mgr: &mut Manager, options: &Options) {
     let connector = ObjectConnector::new();
+    let mut options = options.clone();
+    options.deterministic_external_name = true;
 
     let mut legacy = options.clone();
     legacy.usage = Some(Arc::new(UsageTracker::new(cluster::GROUP, USAGE_VERSION, false)));

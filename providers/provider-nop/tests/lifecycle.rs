@@ -208,3 +208,80 @@ async fn upstream_example_nopresource_reconciles() -> Result<()> {
     .await?;
     Ok(())
 }
+
+/// Must show 3, crossplane-runtime's safe-create rule: a resource whose create was marked pending with no
+/// outcome recorded (a leader died mid-create) is not created again. It reports Synced=False/ReconcileError
+/// and Ready=False/Creating, creates nothing (no connection secret, no `external-create-succeeded`) and
+/// does not retry in a loop.
+#[tokio::test]
+async fn pending_create_without_outcome_stops() -> Result<()> {
+    let c = cluster();
+    let client = c.client().await?;
+    install_crds(&client, &[NopResource::crd()]).await?;
+    let ns = c.namespace("nop-safe").await?;
+    let provider = start_provider("nop-safe-create", &ns).await?;
+    let name = format!("{ns}-pending");
+    let pending = Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let manifest = serde_json::json!({
+        "apiVersion": "nop.crossplane.io/v1alpha1",
+        "kind": "NopResource",
+        "metadata": {
+            "name": name,
+            "labels": { "test": ns },
+            "annotations": { "crossplane.io/external-create-pending": pending },
+        },
+        "spec": {
+            "forProvider": { "connectionDetails": [{ "name": "k", "value": "v" }] },
+            "writeConnectionSecretToRef": { "name": "pending-conn", "namespace": ns },
+        },
+    });
+    let api: Api<NopResource> = Api::all(client.clone());
+    api.create(&PostParams::default(), &serde_json::from_value(manifest)?)
+        .await?;
+    eventually("Synced=False/ReconcileError", Duration::from_secs(20), || {
+        let api = api.clone();
+        let name = name.clone();
+        async move {
+            let r = api.get(&name).await?;
+            Ok(condition(&r, TYPE_SYNCED).is_some_and(|c| {
+                c.status.as_str() == "False"
+                    && c.reason == "ReconcileError"
+                    && c.message
+                        .as_deref()
+                        .is_some_and(|m| m.contains("cannot determine creation result"))
+            }))
+        }
+    })
+    .await
+    .with_context(|| provider.log_text())?;
+    let r = api.get(&name).await?;
+    let ready = condition(&r, TYPE_READY).context("no Ready condition")?;
+    ensure!(
+        ready.status.as_str() == "False" && ready.reason == "Creating",
+        "{ready:?}"
+    );
+
+    // Give it time to misbehave; then nothing was created and the resource was left alone.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let r = api.get(&name).await?;
+    ensure!(
+        !r.annotations()
+            .contains_key("crossplane.io/external-create-succeeded"),
+        "the create was retried: {:?}",
+        r.annotations()
+    );
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    ensure!(
+        secrets.get_opt("pending-conn").await?.is_none(),
+        "a connection secret was written"
+    );
+    let writes = c
+        .audit()
+        .read()?
+        .events
+        .into_iter()
+        .filter(|e| e.resource == "nopresources" && e.name == name && e.is_write())
+        .count();
+    ensure!(writes <= 4, "{writes} writes to the stuck resource: a hot loop");
+    Ok(())
+}
