@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	clientversion "k8s.io/client-go/pkg/version"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -63,7 +64,7 @@ func runLeaseCandidate(args []string) int {
 	}
 	// As client-go's NewFromKubeconfig does: one hung request cannot cost the lease.
 	cfg.Timeout = max(time.Second, *renewDeadline/2)
-	cfg.UserAgent = fmt.Sprintf("lease-candidate/%s (%s)", version(), *identity)
+	cfg.UserAgent = fmt.Sprintf("lease-candidate/%s (%s)", clientversion.Get().GitVersion, *identity)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "lease-candidate: client: %v\n", err)

@@ -1,3 +1,5 @@
+//go:build !candidateonly
+
 package main
 
 import (

@@ -1,3 +1,5 @@
+//go:build !candidateonly
+
 // Command harness is the crossplane-rs test bed: one binary that runs a real
 // etcd, kube-apiserver, a kube-controller-manager limited to the garbage
 // collector and namespace controllers, and a client-go leader-election
@@ -9,8 +11,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"strconv"
-	"time"
 )
 
 func main() {
@@ -42,21 +42,4 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: harness <etcd|kube-apiserver|kube-controller-manager|lease-candidate|version> [flags]")
-}
-
-// exitWithParent ends this process when the process named by HARNESS_PARENT_PID exits, so that a test
-// bed never outlives the test run that started it, even when that run is killed.
-func exitWithParent() {
-	ppid, err := strconv.Atoi(os.Getenv("HARNESS_PARENT_PID"))
-	if err != nil || ppid <= 1 {
-		return
-	}
-	go func() {
-		for range time.Tick(time.Second) {
-			if os.Getppid() != ppid {
-				fmt.Fprintf(os.Stderr, "harness: parent %d exited; exiting\n", ppid)
-				os.Exit(3)
-			}
-		}
-	}()
 }

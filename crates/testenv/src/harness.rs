@@ -130,3 +130,41 @@ pub fn ensure_built(target_dir: &Path, mut progress: impl FnMut(&str)) -> Result
     progress(&format!("built the harness ({packages} packages compiled)"));
     Ok(binary)
 }
+
+/// Returns client-go's lease candidate built on its own (`-tags candidateonly`): the code of
+/// `harness lease-candidate` without kube-apiserver, etcd and kube-controller-manager linked in, so its
+/// memory is client-go's own. It sits next to the harness binary of the same cache key and, once the
+/// harness is built, takes seconds (Go's build cache already holds every package).
+pub fn ensure_candidate_built(target_dir: &Path) -> Result<PathBuf> {
+    let harness = ensure_built(target_dir, |_| {})?;
+    let binary = harness.with_file_name("lease-candidate");
+    if binary.exists() {
+        return Ok(binary);
+    }
+    let tmp = harness.with_file_name("lease-candidate.partial");
+    let out = Command::new("go")
+        .args([
+            "build",
+            "-tags",
+            "candidateonly",
+            "-trimpath",
+            "-ldflags",
+            &ldflags(),
+            "-o",
+        ])
+        .arg(&tmp)
+        .arg(".")
+        .current_dir(source_dir())
+        .env("CGO_ENABLED", "0")
+        .output()
+        .map_err(Error::io("starting `go build -tags candidateonly`", source_dir()))?;
+    if !out.status.success() {
+        return Err(Error::Build(format!(
+            "`go build -tags candidateonly` failed ({}):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    std::fs::rename(&tmp, &binary).map_err(Error::io("installing the lease candidate", &binary))?;
+    Ok(binary)
+}
