@@ -16,7 +16,6 @@ use apis::apiextensions::labels::{
 };
 use apis::apiextensions::{CompositeResourceDefinition, DependentResourceType, XrdControllerStatus};
 use apis::condition::{self, Condition, ConditionStatus};
-use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::ApiResource;
@@ -79,12 +78,13 @@ pub async fn run(term: TermContext, options: Options) -> Result<(), BoxError> {
         children: Mutex::new(HashMap::new()),
         backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(60)),
     });
-    Controller::new(api, wc)
-        .owns(crds, watcher::Config::default())
-        .graceful_shutdown_on(token.cancelled_owned())
-        .run(reconcile, error_policy, state)
-        .for_each(|_| futures::future::ready(()))
-        .await;
+    let controller = Controller::new(api, wc).owns(crds, watcher::Config::default());
+    let store = controller.store();
+    let stream = controller
+        .graceful_shutdown_on(token.clone().cancelled_owned())
+        .run(reconcile, error_policy, state);
+    // Logs watch errors and stops at once if the term ends before the cache synced.
+    manager::controller::drive(CONTROLLER, &token, store, stream).await;
     Ok(())
 }
 
@@ -238,6 +238,10 @@ async fn reconcile_inner(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -
     match restart {
         Some(false) => {}
         Some(true) | None => {
+            if !may_watch(ctx.client.unfenced(), &resource).await? {
+                tracing::info!(xrd = %name, "waiting for RBAC to allow watching the composite resources");
+                return Ok(Action::requeue(Duration::from_millis(500)));
+            }
             if restart == Some(true) {
                 ctx.stop_child(&name).await;
             }
@@ -269,6 +273,40 @@ async fn reconcile_inner(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -
         .await?;
     ctx.backoff.succeed(&name);
     Ok(Action::await_change())
+}
+
+/// Whether this replica may list and watch the XRs of `resource`. The RBAC manager grants them per XRD
+/// through a ClusterRole that Kubernetes aggregates into the core's; until that reaches the authorizer,
+/// starting the composite controller would only collect 403s (a SelfSubjectAccessReview needs no RBAC).
+async fn may_watch(client: &kube::Client, resource: &ApiResource) -> Result<bool, Error> {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    };
+    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    for verb in ["list", "watch"] {
+        let review = SelfSubjectAccessReview {
+            spec: SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    group: Some(resource.group.clone()),
+                    version: Some(resource.version.clone()),
+                    resource: Some(resource.plural.clone()),
+                    verb: Some(verb.to_owned()),
+                    ..ResourceAttributes::default()
+                }),
+                ..SelfSubjectAccessReviewSpec::default()
+            },
+            ..SelfSubjectAccessReview::default()
+        };
+        let allowed = api
+            .create(&kube::api::PostParams::default(), &review)
+            .await?
+            .status
+            .is_some_and(|s| s.allowed);
+        if !allowed {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 async fn delete(xrd: &CompositeResourceDefinition, ctx: &Ctx) -> Result<Action, Error> {

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apis::apiextensions::CompositeResourceDefinition;
-use futures::StreamExt;
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
 use kube::api::{ObjectMeta, Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -105,12 +104,13 @@ pub async fn run(
         backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(60)),
         recorder: Recorder::new(metrics, CONTROLLER),
     });
-    Controller::new(api, wc)
-        .owns(roles_api, watcher::Config::default())
+    let controller = Controller::new(api, wc).owns(roles_api, watcher::Config::default());
+    let store = controller.store();
+    let stream = controller
         .graceful_shutdown_on(term.token().clone().cancelled_owned())
-        .run(reconcile, error_policy, state)
-        .for_each(|_| futures::future::ready(()))
-        .await;
+        .run(reconcile, error_policy, state);
+    // Logs watch errors and stops at once if the term ends before the cache synced.
+    manager::controller::drive(CONTROLLER, term.token(), store, stream).await;
     Ok(())
 }
 

@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use apis::apiextensions::labels::{LABEL_COMPOSITION_HASH, LABEL_COMPOSITION_NAME};
 use apis::apiextensions::{Composition, CompositionRevision, CompositionRevisionSpec};
-use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
@@ -76,12 +75,13 @@ pub async fn run(
         backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(60)),
         recorder: Recorder::new(metrics, CONTROLLER),
     });
-    Controller::new(api, wc)
-        .owns(revs, watcher::Config::default())
+    let controller = Controller::new(api, wc).owns(revs, watcher::Config::default());
+    let store = controller.store();
+    let stream = controller
         .graceful_shutdown_on(ctx.token().clone().cancelled_owned())
-        .run(reconcile, error_policy, state)
-        .for_each(|_| futures::future::ready(()))
-        .await;
+        .run(reconcile, error_policy, state);
+    // Logs watch errors and stops at once if the term ends before the cache synced.
+    manager::controller::drive(CONTROLLER, ctx.token(), store, stream).await;
     Ok(())
 }
 

@@ -339,6 +339,9 @@ impl Runner {
     }
 
     fn succeeded(&mut self) {
+        if self.failures > 0 {
+            tracing::info!(failures = self.failures, "leader election requests succeed again");
+        }
         self.failures = 0;
         self.not_before = None;
     }
@@ -355,7 +358,7 @@ impl Runner {
             jittered(self.config.retry_period)
         };
         self.not_before = Some(Instant::now() + delay);
-        if e.is_forbidden() {
+        if e.is_forbidden() || e.is_unreachable() {
             // One clear error per streak; the retries that follow are logged at debug.
             if self.failures == 1 {
                 tracing::error!(retry_in = ?delay, "{e}");

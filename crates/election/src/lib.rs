@@ -80,7 +80,7 @@
 //! | `leaseDurationSeconds` missing, not an integer, 0 or negative | expired as soon as observed (client-go reads it as 0) |
 //! | `leaseDurationSeconds` above 1 h | clamped to [`MAX_LEASE_DURATION`] with a warning; instant arithmetic never overflows |
 //! | `acquireTime` / `renewTime` missing or unparsable | ignored (times never drive decisions); a renew writes `acquireTime` = now if it was unreadable |
-//! | `leaseTransitions` missing or unreadable | read as 0; counts outside `i32` are clamped; increments saturate |
+//! | `leaseTransitions` missing or unreadable | read as 0; counts outside `0..=i32::MAX` are clamped; increments saturate |
 //! | whole `spec` missing or not an object | an empty record: released |
 //! | ConfigMap without the annotation | an empty record: released (client-go) |
 //! | ConfigMap annotation not a JSON object | held by [`UNKNOWN_LEADER`] for one *configured* lease duration after it was observed, then overwritten (client-go would fail forever) |
@@ -89,6 +89,7 @@
 //! | lock deleted while nobody leads | created at once by a candidate that saw no live holder; one that saw a live holder waits out that record first |
 //! | lock rewritten by someone else (`kubectl edit` of the holder, a release by hand) | the leader steps down at once when the watch shows it; a write that keeps this candidate as holder (labels, duration) is adopted and overwritten by the next renew |
 //! | Forbidden | logged as one error naming verb, resource, namespace and the RBAC rule to add; retried with backoff (no crash loop) |
+//! | apiserver unreachable (connection refused, DNS, TLS) | logged as one error per streak naming the request, the cause and what to check; retried every retry period (the watch backs off to 30 s); a standby meanwhile |
 //! | watch event older than what was already seen | ignored (resourceVersions are compared as integers) |
 //!
 //! # Observability

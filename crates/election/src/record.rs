@@ -7,7 +7,7 @@
 //! - a duration that is missing, not an integer, 0 or negative reads as "expired at once" (client-go
 //!   treats a missing duration as 0); one above [`MAX_LEASE_DURATION`] is clamped to it;
 //! - an unreadable time reads as "no time";
-//! - a missing or unreadable transition count reads as 0, and counts outside `i32` are clamped.
+//! - a missing or unreadable transition count reads as 0, and counts outside `0..=i32::MAX` are clamped.
 //!
 //! Writing follows client-go's `tryAcquireOrRenew`: the holder is this identity, the duration is the
 //! configured one, `renewTime` is now; `acquireTime` and `leaseTransitions` are kept while the same
@@ -129,10 +129,12 @@ impl LeaderRecord {
     }
 }
 
-/// Reads a transition count leniently: missing or non-integer → 0; clamped to `i32`.
+/// Reads a transition count leniently: missing or non-integer → 0; clamped to `0..=i32::MAX`. A
+/// negative count (possible only in a ConfigMap's free-form record) would make the apiserver refuse the
+/// Lease write of a migration lock.
 pub(crate) fn transitions_from(v: Option<&serde_json::Value>) -> i32 {
     match v.and_then(serde_json::Value::as_i64) {
-        Some(n) => i32::try_from(n).unwrap_or(if n < 0 { i32::MIN } else { i32::MAX }),
+        Some(n) => i32::try_from(n.max(0)).unwrap_or(i32::MAX),
         None => 0,
     }
 }
@@ -269,7 +271,8 @@ mod tests {
         assert_eq!(duration_from(None), None);
         assert_eq!(transitions_from(Some(&json!(3))), 3);
         assert_eq!(transitions_from(Some(&json!(1_i64 << 40))), i32::MAX);
-        assert_eq!(transitions_from(Some(&json!(-(1_i64 << 40)))), i32::MIN);
+        assert_eq!(transitions_from(Some(&json!(-(1_i64 << 40)))), 0);
+        assert_eq!(transitions_from(Some(&json!(-5))), 0);
         assert_eq!(transitions_from(Some(&json!("3"))), 0);
         assert_eq!(transitions_from(None), 0);
     }

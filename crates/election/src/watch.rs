@@ -134,6 +134,27 @@ fn log_error(e: &watcher::Error, which: Which, namespace: &str, name: &str, retr
              \"watch\", \"create\", \"update\"]}} and bind it to this process's service account",
             group = which.group(),
         );
+    } else if let watcher::Error::InitialListFailed(k)
+    | watcher::Error::WatchStartFailed(k)
+    | watcher::Error::WatchFailed(k) = e
+        && matches!(k, kube::Error::HyperError(_) | kube::Error::Service(_))
+    {
+        let verb = if matches!(e, watcher::Error::InitialListFailed(_)) {
+            "list"
+        } else {
+            "watch"
+        };
+        tracing::error!(
+            verb,
+            resource,
+            namespace,
+            name,
+            retry_in = ?retry_in,
+            "cannot reach the Kubernetes API server to {verb} {resource} {namespace}/{name}: {}; check the \
+             server address and credentials in the kubeconfig, and that the apiserver is running and \
+             reachable from here; retrying with backoff",
+            crate::lock::error_chain(k),
+        );
     } else {
         tracing::warn!(error = %e, resource, namespace, name, retry_in = ?retry_in, "lock watch failed; re-listing");
     }

@@ -1,6 +1,7 @@
 //! Must show 6: bad input is never a panic. One test per case in the crate docs' table. Values the
-//! apiserver refuses on a Lease (a zero or negative duration, an unparsable time) are exercised through
-//! the ConfigMap lock, whose record is free-form JSON.
+//! apiserver refuses on a Lease (a zero or negative duration, an unparsable time) are shown refused, and
+//! exercised through the ConfigMap lock, whose record is free-form JSON. The same cases run against the
+//! real binaries in `tests/e2e/tests/bad_input.rs`.
 
 mod common;
 
@@ -237,6 +238,146 @@ async fn missing_or_unparsable_times_are_ignored() -> anyhow::Result<()> {
         took >= Duration::from_millis(1900) && took < Duration::from_secs(4),
         "took {took:?}"
     );
+    c.stop().await?;
+    Ok(())
+}
+
+/// What the apiserver refuses on a Lease never reaches a candidate: a zero or negative duration (422), a
+/// duration beyond int32, and garbage times (400: not a string, not a time, no microseconds). What it does
+/// store — a renewTime in the year 9999 or the year 1, a transition count at `i32::MAX` — is read without
+/// overflow: expiry is local, so the record expires one lease duration after it was observed, and the
+/// count saturates on takeover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lease_values_the_apiserver_refuses_or_stores() -> anyhow::Result<()> {
+    let (cluster, ns) = common::bed("election-bad-stored").await?;
+    let client = common::client(&cluster, "setup").await?;
+    for (spec, code) in [
+        (json!({"holderIdentity": "ghost", "leaseDurationSeconds": 0}), 422),
+        (
+            json!({"holderIdentity": "ghost", "leaseDurationSeconds": -5}),
+            422,
+        ),
+        (
+            json!({"holderIdentity": "ghost", "leaseDurationSeconds": 1_i64 << 31}),
+            400,
+        ),
+        (json!({"holderIdentity": "ghost", "renewTime": "garbage"}), 400),
+        (json!({"holderIdentity": "ghost", "renewTime": 12}), 400),
+        (
+            json!({"holderIdentity": "ghost", "acquireTime": "2026-13-45T99:00:00.000000Z"}),
+            400,
+        ),
+        (
+            json!({"holderIdentity": "ghost", "renewTime": "2026-01-01T00:00:00Z"}),
+            400,
+        ),
+    ] {
+        match put_lease(&client, &ns, spec.clone()).await {
+            Err(e) => match e.downcast_ref::<kube::Error>() {
+                Some(kube::Error::Api(s)) if s.code == code => {}
+                _ => anyhow::bail!("{spec}: expected {code}, got {e:#}"),
+            },
+            Ok(()) => anyhow::bail!("the apiserver stored {spec}"),
+        }
+    }
+    for (i, (renew, transitions)) in [
+        ("9999-12-31T23:59:59.999999Z", i32::MAX),
+        ("0001-01-01T00:00:00.000000Z", 0),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let ns = cluster.namespace(&format!("election-bad-stored-{i}")).await?;
+        put_lease(
+            &client,
+            &ns,
+            json!({"holderIdentity": "ghost", "leaseDurationSeconds": 2, "acquireTime": renew,
+                   "renewTime": renew, "leaseTransitions": transitions}),
+        )
+        .await?;
+        let mut c = RustCandidate::spawn(&cluster, &ns, NAME, "me", FAST).await?;
+        let took = time_to_lead(&mut c, Duration::from_secs(6)).await?;
+        assert!(
+            took >= Duration::from_millis(1900) && took < Duration::from_secs(4),
+            "renewTime {renew}: took {took:?}"
+        );
+        let spec = common::lease(&client, &ns, NAME)
+            .await?
+            .and_then(|l| l.spec)
+            .context("spec")?;
+        assert_eq!(
+            spec.lease_transitions,
+            Some(transitions.saturating_add(1)),
+            "renewTime {renew}"
+        );
+        c.stop().await?;
+    }
+    Ok(())
+}
+
+/// The migration lock (ConfigMap first, then Lease) with a garbage annotation. Not JSON: an unknown
+/// holder for one lease duration, then both objects get a valid record and the ConfigMap keeps its data.
+/// A JSON record with a negative transition count (the apiserver refuses one on a Lease): taken once it
+/// expires, and the Lease is written with a count the apiserver accepts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_annotation_on_the_migration_lock() -> anyhow::Result<()> {
+    let (cluster, ns) = common::bed("election-bad-multi").await?;
+    let client = common::client(&cluster, "setup").await?;
+    put_configmap(&client, &ns, "this is not json").await?;
+    let mut c = RustCandidate::spawn_kind(&cluster, &ns, NAME, "me", LockKind::ConfigMapAndLease).await?;
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        c.rx.wait_for(
+            |l| matches!(l, Leadership::Following { leader: Some(x) } if x == election::UNKNOWN_LEADER),
+        ),
+    )
+    .await??;
+    let took = time_to_lead(&mut c, FAST.lease + Duration::from_secs(3)).await?;
+    assert!(
+        took >= FAST.lease - Duration::from_secs(1),
+        "took over after only {took:?}"
+    );
+    let cm = common::configmap(&client, &ns, NAME)
+        .await?
+        .context("configmap")?;
+    let raw = cm
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION))
+        .context("annotation")?;
+    let record: serde_json::Value = serde_json::from_str(raw)?;
+    assert_eq!(record["holderIdentity"], "me");
+    assert_eq!(
+        cm.data.as_ref().and_then(|d| d.get("keep")).map(String::as_str),
+        Some("me")
+    );
+    let lease = common::lease(&client, &ns, NAME)
+        .await?
+        .and_then(|l| l.spec)
+        .context("the Lease is created too")?;
+    assert_eq!(lease.holder_identity.as_deref(), Some("me"));
+    c.stop().await?;
+
+    let ns = cluster.namespace("election-bad-multi-neg").await?;
+    put_configmap(
+        &client,
+        &ns,
+        r#"{"holderIdentity":"ghost","leaseDurationSeconds":2,"leaderTransitions":-5}"#,
+    )
+    .await?;
+    let mut c = RustCandidate::spawn_kind(&cluster, &ns, NAME, "me", LockKind::ConfigMapAndLease).await?;
+    let took = time_to_lead(&mut c, Duration::from_secs(6)).await?;
+    assert!(
+        took >= Duration::from_millis(1900) && took < Duration::from_secs(4),
+        "took {took:?}"
+    );
+    let lease = common::lease(&client, &ns, NAME)
+        .await?
+        .and_then(|l| l.spec)
+        .context("the Lease is created too")?;
+    assert_eq!(lease.holder_identity.as_deref(), Some("me"));
+    assert!(lease.lease_transitions.is_some_and(|t| t >= 0), "{lease:?}");
     c.stop().await?;
     Ok(())
 }

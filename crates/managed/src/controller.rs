@@ -17,7 +17,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apis::meta::{ANNOTATION_EXTERNAL_CREATE_FAILED, ANNOTATION_EXTERNAL_CREATE_PENDING};
-use futures::StreamExt;
 use kube::runtime::controller::{Action, Config};
 use kube::runtime::reflector;
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
@@ -153,20 +152,17 @@ where
             controller = controller.reconcile_all_on(ticks(every));
         }
         let token = ctx.token().clone();
+        let store = controller.store();
         tracing::info!(controller = %self.name, "starting");
-        controller
-            .graceful_shutdown_on(async move { token.cancelled().await })
+        let stream = controller
+            .graceful_shutdown_on(token.clone().cancelled_owned())
             .run(
                 reconcile_one::<K, C>,
                 |_, _: &Never, _| Action::requeue(Duration::from_secs(1)),
                 shared,
-            )
-            .for_each(|r| async move {
-                if let Err(e) = r {
-                    tracing::debug!(error = %e, "controller event");
-                }
-            })
-            .await;
+            );
+        // Logs watch errors (a missing CRD, RBAC) and stops at once if the term ends before the cache synced.
+        manager::controller::drive(&self.name, &token, store, stream).await;
         tracing::info!(controller = %self.name, "stopped");
         Ok(())
     }

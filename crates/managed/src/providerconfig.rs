@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use apis::meta::{FINALIZER_IN_USE, LABEL_PROVIDER_CONFIG, LABEL_PROVIDER_CONFIG_KIND};
 use apis::{Condition, ConditionStatus};
-use futures::StreamExt;
 use kube::api::{ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
@@ -103,25 +102,27 @@ impl ProviderConfigController {
         });
         let token = ctx.token().clone();
         let mapper_kind = kind.clone();
-        Controller::new_with(
+        let controller = Controller::new_with(
             configs,
             watcher::Config::default().any_semantic(),
             kind.config.clone(),
         )
         .watches_with(usages, kind.usage.clone(), watcher::Config::default(), move |u| {
             usage_owner(&mapper_kind, &u)
-        })
-        .graceful_shutdown_on(async move { token.cancelled().await })
-        .run(
-            reconcile,
-            |_, e: &ProviderConfigError, _| {
-                tracing::warn!(error = %e, "providerconfig reconcile failed");
-                Action::requeue(Duration::from_secs(5))
-            },
-            shared,
-        )
-        .for_each(|_| async {})
-        .await;
+        });
+        let store = controller.store();
+        let stream = controller
+            .graceful_shutdown_on(token.clone().cancelled_owned())
+            .run(
+                reconcile,
+                |_, e: &ProviderConfigError, _| {
+                    tracing::warn!(error = %e, "providerconfig reconcile failed");
+                    Action::requeue(Duration::from_secs(5))
+                },
+                shared,
+            );
+        // Logs watch errors and stops at once if the term ends before the cache synced.
+        manager::controller::drive(&self.name, &token, store, stream).await;
         Ok(())
     }
 }

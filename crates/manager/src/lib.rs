@@ -33,7 +33,8 @@
 //! The smallest complete user is the `configmap-counter` binary in this crate (`src/bin`).
 //!
 //! Modules, one concept each: [`args`] (flags), [`settings`] (defaults and validation), [`logging`],
-//! [`client`] (the two clients and the user agent), [`fence`] and [`fenced`] (self-fencing),
+//! [`client`] (the two clients and the user agent), [`controller`] (driving a kube-runtime controller
+//! for one term), [`fence`] and [`fenced`] (self-fencing),
 //! [`term`] (what gated work receives), [`runnable`] (always-runnables), [`readiness`], [`health`],
 //! [`metrics`], [`admin`] (the HTTP endpoints), and the crate-private supervisor, task group and signal
 //! handling. Why gating works as it does is in the supervisor's docs, repeated on [`Manager::run`].
@@ -43,6 +44,7 @@ pub mod admin;
 pub mod args;
 pub mod bind;
 pub mod client;
+pub mod controller;
 pub mod duration;
 mod error;
 pub mod fence;

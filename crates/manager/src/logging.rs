@@ -25,13 +25,27 @@ pub enum LoggingError {
 /// the target itself.
 const QUIET_WATCHER: &str = "kube_runtime::watcher=error";
 
+/// kube-client logs every failed request at error level without saying which request it was ("failed
+/// with error client error (Connect)"), once per retry while the apiserver is down. The elector and the
+/// controllers report failures with their context, so these lines (and kube-client's debug-level HTTP
+/// spans) are off unless the filter names `kube_client` itself.
+const QUIET_CLIENT: &str = "kube_client::client::builder=off";
+
+/// The filter actually installed: `filter` plus the quieting directives it does not override.
+fn full_filter(filter: &str) -> String {
+    let mut full = filter.to_owned();
+    if !filter.contains("kube_runtime") {
+        full = format!("{full},{QUIET_WATCHER}");
+    }
+    if !filter.contains("kube_client") {
+        full = format!("{full},{QUIET_CLIENT}");
+    }
+    full
+}
+
 /// Installs the global tracing subscriber. Call once, early in `main`.
 pub fn init(format: LogFormat, filter: &str) -> Result<(), LoggingError> {
-    let full = if filter.contains("kube_runtime") {
-        filter.to_owned()
-    } else {
-        format!("{filter},{QUIET_WATCHER}")
-    };
+    let full = full_filter(filter);
     let env_filter = EnvFilter::try_new(&full).map_err(|source| LoggingError::Filter {
         filter: filter.to_owned(),
         source,
@@ -48,4 +62,25 @@ pub fn init(format: LogFormat, filter: &str) -> Result<(), LoggingError> {
             .try_init(),
     };
     result.map_err(|e| LoggingError::Install(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quieting_directives_yield_to_the_user() {
+        assert_eq!(
+            full_filter("info"),
+            "info,kube_runtime::watcher=error,kube_client::client::builder=off"
+        );
+        assert_eq!(
+            full_filter("debug,kube_client=debug"),
+            "debug,kube_client=debug,kube_runtime::watcher=error"
+        );
+        assert_eq!(
+            full_filter("kube_runtime=debug"),
+            "kube_runtime=debug,kube_client::client::builder=off"
+        );
+    }
 }

@@ -19,7 +19,6 @@ use apis::apiextensions::labels::{FINALIZER_COMPOSITE, LABEL_COMPOSITE, LABEL_CO
 use apis::condition::Condition;
 use apis::meta::ANNOTATION_PAUSED;
 use composition::ObservedComposed;
-use futures::StreamExt;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::core::ApiResource;
 use kube::runtime::controller::Action;
@@ -79,10 +78,11 @@ pub async fn run(ctx: TermContext, def: CompositeController) -> Result<(), BoxEr
     let controller = Controller::new_with(api, watcher::Config::default(), resource.clone());
     // A new revision of a Composition requeues the XRs that use it (upstream watches revisions too).
     let store = controller.store();
+    let cache = store.clone();
     let legacy = state.def.xrd.scope.is_legacy();
     let dyntype = resource.clone();
     let revisions: Api<CompositionRevision> = Api::all(state.client.unfenced().clone());
-    controller
+    let stream = controller
         .watches(
             revisions,
             watcher::Config::default(),
@@ -100,9 +100,15 @@ pub async fn run(ctx: TermContext, def: CompositeController) -> Result<(), BoxEr
             },
         )
         .graceful_shutdown_on(ctx.token().clone().cancelled_owned())
-        .run(reconcile, error_policy, state)
-        .for_each(|_| futures::future::ready(()))
-        .await;
+        .run(reconcile, error_policy, state);
+    // Logs watch errors and stops at once if the term ends before the cache synced.
+    manager::controller::drive(
+        &format!("composite/{}", resource.kind),
+        ctx.token(),
+        cache,
+        stream,
+    )
+    .await;
     tracing::info!(kind = %resource.kind, "composite controller stopped");
     Ok(())
 }

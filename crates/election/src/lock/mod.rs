@@ -103,6 +103,20 @@ pub(crate) enum RequestError {
         namespace: String,
         message: String,
     },
+    /// No answer from the apiserver at the transport level: connection refused, DNS, TLS.
+    #[error(
+        "cannot reach the Kubernetes API server to {verb} {resource} {namespace}/{name}: {detail}; check \
+         the server address and credentials in the kubeconfig, and that the apiserver is running and \
+         reachable from here"
+    )]
+    Unreachable {
+        verb: &'static str,
+        resource: &'static str,
+        namespace: String,
+        name: String,
+        /// The error and its sources (kube's own text stops at "client error (Connect)").
+        detail: String,
+    },
     /// Any other failure.
     #[error("cannot {verb} {resource} {namespace}/{name}: {source}")]
     Api {
@@ -145,6 +159,26 @@ impl RequestError {
     pub(crate) fn is_forbidden(&self) -> bool {
         matches!(self, RequestError::Forbidden { .. })
     }
+
+    /// The apiserver could not be reached at all.
+    pub(crate) fn is_unreachable(&self) -> bool {
+        matches!(self, RequestError::Unreachable { .. })
+    }
+}
+
+/// An error and its sources, `a: b: c`, skipping a source whose text is already shown.
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut current = e.source();
+    while let Some(err) = current {
+        let text = err.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        current = err.source();
+    }
+    out
 }
 
 /// Why a write did not succeed.
@@ -345,6 +379,15 @@ impl Lock {
                 namespace: self.namespace.clone(),
                 message: status.message.clone(),
             }),
+            Ok(Err(e @ (kube::Error::HyperError(_) | kube::Error::Service(_)))) => {
+                Err(RequestError::Unreachable {
+                    verb,
+                    resource,
+                    namespace: self.namespace.clone(),
+                    name: self.name.clone(),
+                    detail: error_chain(&e),
+                })
+            }
             Ok(Err(source)) => Err(RequestError::Api {
                 verb,
                 resource,
