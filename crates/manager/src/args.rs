@@ -17,8 +17,20 @@ use crate::duration::parse_duration;
 #[derive(Debug, Clone, clap::Args)]
 #[command(next_help_heading = "Manager")]
 pub struct Args {
-    /// Use leader election: only the replica holding the Lease runs controllers.
-    #[arg(short = 'l', long = "leader-election", env = "LEADER_ELECTION", value_parser = BoolishValueParser::new())]
+    /// Use leader election: only the replica holding the Lease runs controllers. `--leader-election`
+    /// alone turns it on; `--leader-election=false` (as controller-runtime's `--leader-elect=false`) off.
+    #[arg(
+        short = 'l',
+        long = "leader-election",
+        env = "LEADER_ELECTION",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_value = "false",
+        default_missing_value = "true",
+        action = ArgAction::Set,
+        value_parser = BoolishValueParser::new()
+    )]
     pub leader_election: bool,
 
     /// Namespace of the Lease. Defaults to the pod's namespace (env POD_NAMESPACE, then the service

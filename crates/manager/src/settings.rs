@@ -425,6 +425,17 @@ mod tests {
     }
 
     #[test]
+    fn leader_election_takes_an_optional_bool() {
+        let on = |args: &[&str]| parse(args).map(|a| a.leader_election);
+        assert!(!on(&[]).expect("valid"));
+        assert!(on(&["--leader-election"]).expect("valid"));
+        assert!(on(&["-l"]).expect("valid"));
+        assert!(on(&["--leader-election=true"]).expect("valid"));
+        assert!(!on(&["--leader-election=false"]).expect("valid"));
+        assert!(on(&["--leader-election=maybe"]).is_err());
+    }
+
+    #[test]
     fn flags_override_defaults() {
         let s = resolve(&[
             "--leader-election",
