@@ -175,3 +175,44 @@ pub fn replica_args(cluster: &Cluster, ns: &str, lease: &str, identity: &str) ->
     .map(|s| (*s).to_owned())
     .collect()
 }
+
+/// Short Lease timings for replica tests (6 s / 4 s / 1 s), as flags to append to [`replica_args`].
+pub fn fast_lease_args() -> Vec<String> {
+    [
+        "--lease-duration",
+        "6s",
+        "--renew-deadline",
+        "4s",
+        "--retry-period",
+        "1s",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// The holder of Lease `ns/name`, if it exists and is held (an empty holder is a released Lease).
+pub async fn lease_holder(client: &Client, ns: &str, name: &str) -> anyhow::Result<Option<String>> {
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(client.clone(), ns);
+    Ok(leases
+        .get_opt(name)
+        .await?
+        .and_then(|l| l.spec)
+        .and_then(|s| s.holder_identity)
+        .filter(|h| !h.is_empty()))
+}
+
+/// Waits until `identity` holds Lease `ns/name`.
+pub async fn wait_holder(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    identity: &str,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    Ok(
+        eventually(&format!("{identity} holds {ns}/{name}"), timeout, || async move {
+            Ok(lease_holder(client, ns, name).await?.as_deref() == Some(identity))
+        })
+        .await?,
+    )
+}

@@ -8,9 +8,10 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use common::{Process, cluster, eventually, install_crds, log_dir, replica_args};
+use common::{
+    Process, cluster, eventually, fast_lease_args, install_crds, log_dir, replica_args, wait_holder,
+};
 use jiff::Timestamp;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, ResourceExt};
@@ -25,31 +26,9 @@ fn replica(ns: &str, name: &str) -> Result<Process> {
     let c = cluster();
     let identity = format!("{ns}-{name}");
     let mut args = replica_args(&c, ns, LEASE, &identity);
-    args.extend(
-        [
-            "--poll",
-            "30s",
-            "--max-reconcile-rate",
-            "20",
-            "--lease-duration",
-            "6s",
-            "--renew-deadline",
-            "4s",
-            "--retry-period",
-            "1s",
-        ]
-        .map(String::from),
-    );
+    args.extend(["--poll", "30s", "--max-reconcile-rate", "20"].map(String::from));
+    args.extend(fast_lease_args());
     Ok(Process::start(BIN, &log_dir("k8s-ha"), &identity, &args)?)
-}
-
-async fn holder(leases: &Api<Lease>) -> Result<Option<String>> {
-    Ok(leases
-        .get_opt(LEASE)
-        .await?
-        .and_then(|l| l.spec)
-        .and_then(|s| s.holder_identity)
-        .filter(|h| !h.is_empty()))
 }
 
 fn is_true(o: &Value, t: &str) -> bool {
@@ -64,7 +43,6 @@ async fn only_the_leader_reconciles_and_failover_finishes_the_work() -> Result<(
     let client = c.client().await?;
     install_crds(&client, &provider_kubernetes::crds()).await?;
     let ns = c.namespace("k8s-ha").await?;
-    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
     let pcs: Api<namespaced::ProviderConfig> = Api::namespaced(client.clone(), &ns);
     pcs.create(
         &PostParams::default(),
@@ -79,13 +57,9 @@ async fn only_the_leader_reconciles_and_failover_finishes_the_work() -> Result<(
 
     let mut a = replica(&ns, "a")?;
     let id_a = a.identity.clone();
-    eventually("replica a leads", Duration::from_secs(20), || {
-        let leases = leases.clone();
-        let id = id_a.clone();
-        async move { Ok(holder(&leases).await? == Some(id)) }
-    })
-    .await
-    .with_context(|| a.log_text())?;
+    wait_holder(&client, &ns, LEASE, &id_a, Duration::from_secs(20))
+        .await
+        .with_context(|| a.log_text())?;
     let b = replica(&ns, "b")?;
     let id_b = b.identity.clone();
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -150,13 +124,9 @@ async fn only_the_leader_reconciles_and_failover_finishes_the_work() -> Result<(
         "all Objects were Ready before the kill: nothing was in flight"
     );
 
-    eventually("replica b leads", Duration::from_secs(20), || {
-        let leases = leases.clone();
-        let id = id_b.clone();
-        async move { Ok(holder(&leases).await? == Some(id)) }
-    })
-    .await
-    .with_context(|| b.log_text())?;
+    wait_holder(&client, &ns, LEASE, &id_b, Duration::from_secs(20))
+        .await
+        .with_context(|| b.log_text())?;
     let took_over = Timestamp::now();
     eventually("all Objects Ready and Synced", Duration::from_secs(120), || {
         let count = ready_count();

@@ -8,9 +8,11 @@ mod common;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use common::{Process, cluster, eventually, install_crds, log_dir, replica_args};
+use common::{
+    Process, cluster, eventually, fast_lease_args, install_crds, lease_holder, log_dir, replica_args,
+    wait_holder,
+};
 use jiff::Timestamp;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
@@ -27,31 +29,9 @@ fn replica(ns: &str, name: &str) -> Result<Process> {
     let c = cluster();
     let identity = format!("{ns}-{name}");
     let mut args = replica_args(&c, ns, LEASE, &identity);
-    args.extend(
-        [
-            "--poll",
-            "30s",
-            "--max-reconcile-rate",
-            "10",
-            "--lease-duration",
-            "6s",
-            "--renew-deadline",
-            "4s",
-            "--retry-period",
-            "1s",
-        ]
-        .map(String::from),
-    );
+    args.extend(["--poll", "30s", "--max-reconcile-rate", "10"].map(String::from));
+    args.extend(fast_lease_args());
     Ok(Process::start(BIN, &log_dir("sql-ha"), &identity, &args)?)
-}
-
-async fn holder(leases: &Api<Lease>) -> Result<Option<String>> {
-    Ok(leases
-        .get_opt(LEASE)
-        .await?
-        .and_then(|l| l.spec)
-        .and_then(|s| s.holder_identity)
-        .filter(|h| !h.is_empty()))
 }
 
 async fn create<K>(api: &Api<K>, v: Value) -> Result<K>
@@ -128,17 +108,12 @@ async fn leader_killed_mid_work_everything_ready_once() -> Result<()> {
         }),
     )
     .await?;
-    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
 
     let mut a = replica(&ns, "a")?;
     let id_a = a.identity.clone();
-    eventually("replica a leads", Duration::from_secs(20), || {
-        let leases = leases.clone();
-        let id = id_a.clone();
-        async move { Ok(holder(&leases).await? == Some(id)) }
-    })
-    .await
-    .with_context(|| a.log_text())?;
+    wait_holder(&client, &ns, LEASE, &id_a, Duration::from_secs(20))
+        .await
+        .with_context(|| a.log_text())?;
     let b = replica(&ns, "b")?;
     let id_b = b.identity.clone();
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -199,7 +174,10 @@ async fn leader_killed_mid_work_everything_ready_once() -> Result<()> {
     })
     .await
     .with_context(|| b.log_text())?;
-    ensure!(holder(&leases).await? == Some(id_b.clone()), "b does not lead");
+    ensure!(
+        lease_holder(&client, &ns, LEASE).await? == Some(id_b.clone()),
+        "b does not lead"
+    );
 
     // PostgreSQL: every object exactly once, no error, and SQL only from the leader of the moment.
     let roles_n: i64 = admin

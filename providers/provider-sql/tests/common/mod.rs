@@ -4,7 +4,9 @@
 
 use std::path::PathBuf;
 
-pub use testenv::support::{Process, cluster, eventually, install_crds, replica_args};
+pub use testenv::support::{
+    Process, cluster, eventually, fast_lease_args, install_crds, lease_holder, replica_args, wait_holder,
+};
 
 /// Where process logs of a test go.
 pub fn log_dir(test: &str) -> PathBuf {
