@@ -16,24 +16,11 @@ pub enum Action {
 }
 
 pub fn run(action: Action) -> anyhow::Result<i32> {
-    let dir = target_dir().join("testbed").join("dev");
+    let dir = dev_dir();
     match action {
         Action::Up => {
-            if dir.exists() {
-                let mut cp = testenv::ControlPlane::adopt(&dir)?;
-                if cp.status().iter().all(|(_, _, running)| *running) {
-                    eprintln!("[testbed] already running");
-                    print_exports(cp.cluster());
-                    return Ok(0);
-                }
-                let _ = cp.stop();
-                std::fs::remove_dir_all(&dir)?;
-            }
-            let harness = harness()?;
-            let rt = runtime()?;
-            let cp = rt.block_on(testenv::ControlPlane::start(&dir, &harness, true))?;
-            eprintln!("[testbed] up at {}", cp.cluster().server);
-            print_exports(cp.cluster());
+            let (cluster, _) = up()?;
+            print_exports(&cluster);
             Ok(0)
         }
         Action::Down => {
@@ -41,8 +28,7 @@ pub fn run(action: Action) -> anyhow::Result<i32> {
                 eprintln!("[testbed] not running");
                 return Ok(0);
             }
-            testenv::ControlPlane::adopt(&dir)?.stop()?;
-            std::fs::remove_dir_all(&dir)?;
+            down()?;
             eprintln!("[testbed] stopped");
             Ok(0)
         }
@@ -65,6 +51,38 @@ pub fn run(action: Action) -> anyhow::Result<i32> {
             Ok(if all { 0 } else { 1 })
         }
     }
+}
+
+/// The long-lived control plane's directory.
+pub fn dev_dir() -> std::path::PathBuf {
+    target_dir().join("testbed").join("dev")
+}
+
+/// Starts the long-lived control plane unless it is running; returns it and whether this call started it.
+pub fn up() -> anyhow::Result<(testenv::Cluster, bool)> {
+    let dir = dev_dir();
+    if dir.exists() {
+        let mut cp = testenv::ControlPlane::adopt(&dir)?;
+        if cp.status().iter().all(|(_, _, running)| *running) {
+            eprintln!("[testbed] already running");
+            return Ok((cp.cluster().clone(), false));
+        }
+        let _ = cp.stop();
+        std::fs::remove_dir_all(&dir)?;
+    }
+    let harness = harness()?;
+    let rt = runtime()?;
+    let cp = rt.block_on(testenv::ControlPlane::start(&dir, &harness, true))?;
+    eprintln!("[testbed] up at {}", cp.cluster().server);
+    Ok((cp.cluster().clone(), true))
+}
+
+/// Stops the long-lived control plane and removes its directory.
+pub fn down() -> anyhow::Result<()> {
+    let dir = dev_dir();
+    testenv::ControlPlane::adopt(&dir)?.stop()?;
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
 }
 
 fn print_exports(cluster: &testenv::Cluster) {

@@ -68,52 +68,96 @@ pub const BINARIES: &[Binary] = &[
 /// The non-root user and group the images run as.
 pub const USER: &str = "65532:65532";
 
-/// Builds the images of `names` (all when empty) and returns the archive paths.
-pub fn run(names: &[String]) -> anyhow::Result<Vec<PathBuf>> {
-    let selected: Vec<&Binary> = if names.is_empty() {
-        BINARIES.iter().collect()
-    } else {
-        names
-            .iter()
-            .map(|n| {
-                BINARIES.iter().find(|b| b.name == n).with_context(|| {
-                    let known: Vec<_> = BINARIES.iter().map(|b| b.name).collect();
-                    format!("unknown binary {n:?}; known: {}", known.join(", "))
-                })
+/// How `cargo xtask image` builds.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Pack debug builds instead of release builds (fast; for tests and trying things out).
+    pub debug: bool,
+    /// Where the archives go (default `target/images`, or `target/images/debug` with `debug`).
+    pub out: Option<PathBuf>,
+    /// gzip level of the layer (default 6; the image test uses 1 to stay quick).
+    pub compression: Option<u32>,
+}
+
+/// Looks the binaries up by name (all when `names` is empty).
+pub fn select(names: &[String]) -> anyhow::Result<Vec<&'static Binary>> {
+    if names.is_empty() {
+        return Ok(BINARIES.iter().collect());
+    }
+    names
+        .iter()
+        .map(|n| {
+            BINARIES.iter().find(|b| b.name == n).with_context(|| {
+                let known: Vec<_> = BINARIES.iter().map(|b| b.name).collect();
+                format!("unknown binary {n:?}; known: {}", known.join(", "))
             })
-            .collect::<anyhow::Result<_>>()?
-    };
+        })
+        .collect()
+}
+
+/// `cargo build [--release]` of `binaries`, with cargo's own progress on stderr; returns the directory
+/// the binaries are in. `cargo xtask demo` and `cargo xtask image --debug` (and so the demo and image
+/// tests) build through here, and share the artifacts of `cargo xtask`'s own build.
+pub fn cargo_build(binaries: &[&Binary], release: bool) -> anyhow::Result<PathBuf> {
+    let profile = if release { "release" } else { "debug" };
     eprintln!(
-        "[image] cargo build --release ({})",
-        selected.iter().map(|b| b.name).collect::<Vec<_>>().join(", ")
+        "[build] cargo build{} ({})",
+        if release { " --release" } else { "" },
+        binaries.iter().map(|b| b.name).collect::<Vec<_>>().join(", ")
     );
-    let mut cargo = Command::new(env!("CARGO"));
-    cargo.args(["build", "--release"]);
-    for b in &selected {
+    let start = std::time::Instant::now();
+    let mut cargo = crate::cargo();
+    cargo.arg("build");
+    if release {
+        cargo.arg("--release");
+    } else {
+        // Selecting xtask too (its binary is not built: only the named ones are) resolves features as
+        // `cargo xtask` itself does, whose build already compiled every library of these binaries: only
+        // their `main.rs` is left to compile, instead of a second copy of the dependency tree.
+        cargo.args(["-p", "xtask"]);
+    }
+    for b in binaries {
         cargo.args(["-p", b.package, "--bin", b.name]);
     }
-    if !cargo.status().context("running cargo build --release")?.success() {
-        bail!("cargo build --release failed");
+    if !cargo.status().context("running cargo build")?.success() {
+        bail!("cargo build failed");
     }
-    let out_dir = target_dir().join("images");
-    std::fs::create_dir_all(&out_dir)?;
+    eprintln!("[build] done in {:.1}s", start.elapsed().as_secs_f64());
+    Ok(target_dir().join(profile))
+}
+
+/// Builds the images of `names` (all when empty) and returns the archive paths.
+pub fn run(names: &[String], options: &Options) -> anyhow::Result<Vec<PathBuf>> {
+    let selected = select(names)?;
+    let bin_dir = cargo_build(&selected, !options.debug)?;
+    let out_dir = options.out.clone().unwrap_or_else(|| {
+        let dir = target_dir().join("images");
+        if options.debug { dir.join("debug") } else { dir }
+    });
+    std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    let level = Compression::new(options.compression.unwrap_or(6).min(9));
     let mut archives = Vec::new();
     for b in selected {
-        let binary = target_dir().join("release").join(b.name);
+        let start = std::time::Instant::now();
         let archive = out_dir.join(format!("{}.oci.tar", b.name));
-        build_image(b, &binary, &archive)?;
-        eprintln!("[image] {}", archive.display());
+        build_image(b, &bin_dir.join(b.name), &archive, level)?;
+        eprintln!(
+            "[image] {} ({:.1} MB, {:.1}s)",
+            archive.display(),
+            std::fs::metadata(&archive).map(|m| m.len()).unwrap_or(0) as f64 / 1e6,
+            start.elapsed().as_secs_f64()
+        );
         archives.push(archive);
     }
     Ok(archives)
 }
 
 /// Packs `binary` as the image of `b` into the OCI archive `archive`.
-pub fn build_image(b: &Binary, binary: &Path, archive: &Path) -> anyhow::Result<()> {
+pub fn build_image(b: &Binary, binary: &Path, archive: &Path, level: Compression) -> anyhow::Result<()> {
     let version = env!("CARGO_PKG_VERSION");
     let layer_tar = rootfs_layer(b, binary)?;
     let diff_id = sha256(&layer_tar);
-    let mut gz = GzEncoder::new(Vec::new(), Compression::default());
+    let mut gz = GzEncoder::new(Vec::new(), level);
     gz.write_all(&layer_tar)?;
     let layer = gz.finish()?;
 

@@ -2,17 +2,23 @@
 //!
 //! - `cargo xtask test [-- <cargo test args>]` builds the Go harness (cached), starts one local control
 //!   plane, runs the whole workspace test suite against it, and stops it. This is the README's test command.
+//! - `cargo xtask demo [--keep|--ci|--down]` runs the whole system live: two replicas of each binary under
+//!   its generated RBAC, an XR composed, a leader killed and the handover measured.
 //! - `cargo xtask control-plane up|down|status` leaves a control plane running for people and kubectl.
 //! - `cargo xtask generate [--check]` writes deploy/ (CRDs, RBAC, Deployments) from the code.
 //! - `cargo xtask image [BINARY|--all]` packs release binaries as OCI image archives.
 //! - `cargo xtask harness` only builds the harness.
 //! - `cargo xtask bench [--quick]` measures our elector against client-go's and writes `docs/benchmarks.*`.
+//! - `cargo xtask chaos [--changes N]` runs the full fault schedule (issue 8) and prints its summary.
 #![forbid(unsafe_code)]
 
 mod bench;
+mod chaos;
 mod control_plane;
+mod demo;
 mod generate;
 mod image;
+mod prereq;
 mod test;
 
 use std::path::PathBuf;
@@ -35,6 +41,20 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// The whole system live: builds, starts a control plane and two replicas of each binary under its
+    /// generated RBAC, composes an XR, kills a leader and measures the handover. Ctrl-C cleans up.
+    Demo {
+        /// Leave everything running at the end and print how to use kubectl on it.
+        #[arg(long, conflicts_with_all = ["ci", "down"])]
+        keep: bool,
+        /// Run once end to end without a TTY (also deleting the example), print the measured handover and
+        /// exit non-zero on any failure or any request the generated RBAC denied.
+        #[arg(long, alias = "non-interactive", conflicts_with = "down")]
+        ci: bool,
+        /// Clean up a demo left running by --keep.
+        #[arg(long)]
+        down: bool,
+    },
     /// Manage a long-lived local control plane for kubectl and manual testing.
     ControlPlane {
         #[command(subcommand)]
@@ -53,6 +73,15 @@ enum Command {
         /// Build every binary.
         #[arg(long, conflicts_with = "binaries")]
         all: bool,
+        /// Pack debug builds instead of release builds (quick; under target/images/debug).
+        #[arg(long)]
+        debug: bool,
+        /// Write the archives to this directory.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// gzip level of the layer, 0-9 (default 6).
+        #[arg(long, value_name = "LEVEL")]
+        compression: Option<u32>,
     },
     /// Build the Go harness (kube-apiserver, etcd, kube-controller-manager, client-go candidate) and print its path.
     Harness,
@@ -62,16 +91,54 @@ enum Command {
         #[arg(long)]
         quick: bool,
     },
+    /// Run the full fault schedule (issue 8) on a fresh control plane: provider-nop and core replicas
+    /// hit by kills, stops, restarts, cut-offs, clock skew and rolling updates; the audit-log checker
+    /// must find no violation.
+    Chaos {
+        /// Stop injecting faults after this many leadership changes.
+        #[arg(long, default_value_t = 100)]
+        changes: usize,
+        /// Stand-alone NopResources, changed continuously.
+        #[arg(long, default_value_t = 200)]
+        nop_resources: usize,
+        /// XRs, each composing a NopResource.
+        #[arg(long, default_value_t = 20)]
+        xrs: usize,
+    },
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Test { args } => test::run(&args),
+        Command::Demo { keep, ci, down } => demo::run(demo::Options { keep, ci, down }),
         Command::ControlPlane { action } => control_plane::run(action),
         Command::Generate { check } => generate::run(check),
-        Command::Image { binaries, all: _ } => image::run(&binaries).map(|_| 0),
+        Command::Image {
+            binaries,
+            all: _,
+            debug,
+            out,
+            compression,
+        } => image::run(
+            &binaries,
+            &image::Options {
+                debug,
+                out,
+                compression,
+            },
+        )
+        .map(|_| 0),
         Command::Bench { quick } => bench::run(quick),
+        Command::Chaos {
+            changes,
+            nop_resources,
+            xrs,
+        } => chaos::run(&chaos::Options {
+            changes,
+            nop_resources,
+            xrs,
+        }),
         Command::Harness => harness().map(|p| {
             println!("{}", p.display());
             0
@@ -103,6 +170,37 @@ fn harness() -> anyhow::Result<PathBuf> {
         start.elapsed().as_secs_f64()
     );
     Ok(path)
+}
+
+/// `cargo`, without the variables cargo sets for the process it runs (`cargo run`, `cargo test`).
+///
+/// Build scripts such as ring's declare `rerun-if-env-changed` on `CARGO_MANIFEST_DIR` and
+/// `CARGO_PKG_*`, which cargo checks in its own environment: a cargo started from `cargo xtask` (or from a
+/// test) that inherited them would rebuild ring and everything above it, and the next cargo started from
+/// a shell would rebuild them back.
+fn cargo() -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO"));
+    for (key, _) in std::env::vars_os() {
+        let k = key.to_string_lossy();
+        let set_by_cargo = k.starts_with("CARGO_PKG_")
+            || k.starts_with("CARGO_BIN_EXE_")
+            || matches!(
+                &*k,
+                "CARGO_MANIFEST_DIR"
+                    | "CARGO_MANIFEST_PATH"
+                    | "CARGO_MANIFEST_LINKS"
+                    | "CARGO_CRATE_NAME"
+                    | "CARGO_BIN_NAME"
+                    | "CARGO_PRIMARY_PACKAGE"
+                    | "CARGO_TARGET_TMPDIR"
+                    | "CARGO_RUSTC_CURRENT_DIR"
+                    | "OUT_DIR"
+            );
+        if set_by_cargo {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd
 }
 
 /// A tokio runtime for the async parts of the test bed.

@@ -1,6 +1,6 @@
 //! `cargo xtask test`: one control plane for the whole run.
 
-use std::{process::Command, time::Instant};
+use std::time::Instant;
 
 use anyhow::Context;
 
@@ -8,6 +8,7 @@ use crate::{harness, runtime, target_dir};
 
 /// Runs the workspace tests against a fresh control plane and returns cargo's exit code.
 pub fn run(args: &[String]) -> anyhow::Result<i32> {
+    crate::prereq::ensure()?;
     let harness = harness()?;
     let dir = target_dir().join("testbed").join("test");
     if dir.exists() {
@@ -32,7 +33,7 @@ pub fn run(args: &[String]) -> anyhow::Result<i32> {
     let narrowed = args
         .iter()
         .any(|a| a == "-p" || a.starts_with("--package") || a.starts_with("-p"));
-    let mut cargo = Command::new(env!("CARGO"));
+    let mut cargo = crate::cargo();
     // Every suite runs, so one failure does not hide the state of the others; the exit code still fails.
     cargo.args(["test", "--no-fail-fast"]);
     if !narrowed {

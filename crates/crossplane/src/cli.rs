@@ -1,9 +1,10 @@
 //! The command line: `crossplane core start` and `crossplane rbac start`, each flattening the manager's
 //! flags, and the functions that run them.
 
+use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{FromArgMatches, Parser, Subcommand};
 use manager::{BinaryInfo, Defaults, Manager, TermContext};
 
 use crate::{definition, rbac, revision};
@@ -106,6 +107,41 @@ pub fn command() -> clap::Command {
     cmd.mut_subcommand("rbac", |c| {
         c.mut_subcommand("start", |s| RBAC_DEFAULTS.apply_to(s))
     })
+}
+
+/// The whole `crossplane` binary: parses the flags, runs the chosen component on a tokio runtime, and
+/// maps the outcome to the exit code. `binary` names the build in the user agent and in `--version`;
+/// `main.rs` passes the package's, and a test can pass another to run two builds side by side.
+pub fn main(binary: BinaryInfo) -> ExitCode {
+    let matches = command().version(binary.version).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.component {
+            Component::Core {
+                command: CoreCommand::Start(args),
+            } => core_start(args, binary).await,
+            Component::Rbac {
+                command: RbacCommand::Start(args),
+            } => rbac_start(args, binary).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            if let manager::Error::Usage(usage) = &e {
+                usage.exit();
+            }
+            eprintln!("error: {e}");
+            ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(1))
+        }
+    }
 }
 
 /// Runs `core start`.

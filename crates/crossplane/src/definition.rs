@@ -2,8 +2,10 @@
 //! a composite controller, started as a child of the term.
 //!
 //! Per XRD: hold the finalizer `defined.apiextensions.crossplane.io`; apply the rendered CRD (controlled
-//! by the XRD); wait for it to be Established; start (or, when the XRD's generation changed, restart)
-//! the child `composite/<xrd>`; set `Established=True/WatchingCompositeResource`. On deletion:
+//! by the XRD); wait for it to be Established, and for RBAC to let this replica watch the XRs (a
+//! SelfSubjectAccessReview: the RBAC manager's per-XRD role must be aggregated first, or the watch would
+//! only collect 403s); start (or, when the XRD's generation changed, restart) the child
+//! `composite/<xrd>`; set `Established=True/WatchingCompositeResource`. On deletion:
 //! `Established=False/TerminatingCompositeResource`, delete all XRs and wait for them to go, stop the
 //! child, delete the CRD, and drop the finalizer once the CRD is gone.
 
@@ -240,7 +242,7 @@ async fn reconcile_inner(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -
         Some(true) | None => {
             if !may_watch(ctx.client.unfenced(), &resource).await? {
                 tracing::info!(xrd = %name, "waiting for RBAC to allow watching the composite resources");
-                return Ok(Action::requeue(Duration::from_millis(500)));
+                return Ok(Action::requeue(ctx.backoff.fail(&name)));
             }
             if restart == Some(true) {
                 ctx.stop_child(&name).await;

@@ -120,6 +120,8 @@ async fn client(args: &Args) -> anyhow::Result<Client> {
     config
         .headers
         .push((http::header::USER_AGENT, http::HeaderValue::from_str(&agent)?));
+    // As client-go: a failed Lease write is retried by the elector on its schedule, not by the client.
+    config.default_retry = false;
     Ok(Client::try_from(config)?)
 }
 

@@ -96,7 +96,17 @@ impl Clients {
 
     /// Builds the main client from `config` and the Lease client from `lease_config`, each with its own
     /// connection pool. Needs a tokio runtime.
-    pub fn from_configs(config: kube::Config, lease_config: kube::Config) -> Result<Self, ClientError> {
+    ///
+    /// kube's own retry of 429/503/504 responses is turned off on both: a retry inside the client would
+    /// send a write again without passing the fence, possibly after the term ended (an etcd stall can
+    /// answer 504 for seconds). Controllers retry through their own backoff, which checks the fence
+    /// each time, and the elector retries on its own schedule, as client-go's does.
+    pub fn from_configs(
+        mut config: kube::Config,
+        mut lease_config: kube::Config,
+    ) -> Result<Self, ClientError> {
+        config.default_retry = false;
+        lease_config.default_retry = false;
         let main = kube::Client::try_from(config.clone()).map_err(ClientError::Build)?;
         let lease = kube::Client::try_from(lease_config).map_err(ClientError::Build)?;
         Ok(Self { main, lease, config })

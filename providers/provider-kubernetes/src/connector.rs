@@ -147,9 +147,11 @@ impl ObjectConnector {
         })?;
         let kc = Kubeconfig::from_yaml(text)
             .map_err(|e| ExternalError::wrap(format!("cannot parse the kubeconfig in Secret {shown}"), e))?;
-        let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
             .await
             .map_err(|e| ExternalError::wrap(format!("cannot use the kubeconfig in Secret {shown}"), e))?;
+        // Writes are fenced per attempt; kube's own retry would resend one past the fence.
+        config.default_retry = false;
         let client = kube::Client::try_from(config)
             .map_err(|e| ExternalError::wrap("cannot build a client for the target cluster", e))?;
         self.clients

@@ -10,8 +10,11 @@
 //!
 //! Times come from the apiserver's clock only. A write *happened after* an event when the apiserver
 //! received it after the event's response was complete (`received >= stage_time`), which is strict:
-//! a term starts when the acquisition's response was sent, and a write of the old leader must have
-//! completed before the apiserver received the next holder's acquisition.
+//! a term starts when the acquisition's response was sent. A write belongs to a term when the apiserver
+//! received it while the term was valid (before the lease expired and before anyone else wrote the
+//! lock), and completed it before the next holder's term began. The replica is judged by when its write
+//! *arrived*: how long the apiserver then takes (etcd paused, say) is not the replica acting late, but a
+//! write still in flight when another holder's term has begun is an overlap, and a violation.
 
 use std::time::Duration;
 
@@ -60,6 +63,8 @@ pub struct Term {
     pub lease_duration: Duration,
     /// When the apiserver received the next successful write naming someone else (or a release).
     pub next_write: Option<Timestamp>,
+    /// When the next term of another holder began (its acquiring write's response was complete).
+    pub next_start: Option<Timestamp>,
 }
 
 impl Term {
@@ -76,9 +81,12 @@ impl Term {
         }
     }
 
-    /// Whether a write received at `received` and completed at `completed` lies inside the term.
+    /// Whether a write received at `received` and completed at `completed` lies inside the term: received
+    /// while the term was valid, and completed before another holder's term began.
     pub fn covers(&self, received: Timestamp, completed: Timestamp) -> bool {
-        received >= self.start && completed <= self.valid_until()
+        received >= self.start
+            && received <= self.valid_until()
+            && self.next_start.is_none_or(|next| completed <= next)
     }
 }
 
@@ -144,12 +152,21 @@ pub fn terms(events: &[AuditEvent], lock: &Lock) -> Vec<Term> {
                     t.next_write = Some(w.received);
                 }
                 if !holder.is_empty() {
+                    for t in terms.iter_mut().rev() {
+                        if t.next_start.is_some() {
+                            break;
+                        }
+                        if t.holder != holder {
+                            t.next_start = Some(w.stage_time);
+                        }
+                    }
                     terms.push(Term {
                         holder,
                         start: w.stage_time,
                         last_renew: w.received,
                         lease_duration: duration,
                         next_write: None,
+                        next_start: None,
                     });
                 }
             }
@@ -303,6 +320,36 @@ mod tests {
         let log = vec![lease(0, "a", "a"), lease(4100, "b", "b"), write(4200, "a")];
         let lock = Lock::lease("ns", "lock");
         assert!(check_lock(&log, &lock).is_empty());
+        assert_eq!(check_writes(&log, &lock, |_| true).len(), 1);
+    }
+
+    fn delayed(t_ms: i64, done_ms: i64, agent: &str) -> AuditEvent {
+        let mut e = write(t_ms, agent);
+        e.stage_time = e.received + SignedDuration::from_millis(done_ms - t_ms);
+        e
+    }
+
+    #[test]
+    fn a_write_the_apiserver_finishes_late_counts_by_its_arrival() {
+        // a's lease (4 s from its renew at 0) expires at 4000. Its write arrives at 1000, inside the
+        // term; etcd stalls and the apiserver completes it at 4500, before b's term begins at 5005.
+        let log = vec![
+            lease(0, "a", "a"),
+            delayed(1000, 4500, "a"),
+            lease(5000, "b", "b"),
+        ];
+        let lock = Lock::lease("ns", "lock");
+        assert!(check_writes(&log, &lock, |_| true).is_empty());
+        // Completed after b's term began: the two overlap.
+        let log = vec![
+            lease(0, "a", "a"),
+            delayed(1000, 5100, "a"),
+            lease(5000, "b", "b"),
+        ];
+        let v = check_writes(&log, &lock, |_| true);
+        assert_eq!(v.len(), 1, "{v:?}");
+        // Arrived after the lease expired: late, whoever holds the lock.
+        let log = vec![lease(0, "a", "a"), delayed(4100, 4200, "a")];
         assert_eq!(check_writes(&log, &lock, |_| true).len(), 1);
     }
 

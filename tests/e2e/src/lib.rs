@@ -3,3 +3,5 @@
 #![forbid(unsafe_code)]
 
 pub mod checker;
+pub mod relay;
+pub mod schedule;

@@ -1,0 +1,8 @@
+//! provider-kubernetes as the bad-input suite runs it: exactly what
+//! `providers/provider-kubernetes/src/main.rs` calls, built in this package so that its tests get its path
+//! (`CARGO_BIN_EXE_e2e-provider-kubernetes`).
+#![forbid(unsafe_code)]
+
+fn main() -> std::process::ExitCode {
+    managed::cli::main(provider_kubernetes::INFO, provider_kubernetes::setup)
+}

@@ -1,0 +1,186 @@
+//! A loopback TCP relay in front of the apiserver, one per replica, which can cut that replica off.
+//!
+//! Each replica's kubeconfig points at its own relay. TLS passes through untouched (the apiserver's
+//! certificate names `127.0.0.1`, whatever the port). [`Relay::cut`] aborts every relayed connection at
+//! once, dropping whatever bytes it still held, and closes the listening socket, so new connections are
+//! refused; [`Relay::restore`] listens again on the same port. The other replicas, with relays of their
+//! own, do not notice.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use anyhow::Context;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
+
+enum Command {
+    Cut(oneshot::Sender<usize>),
+    Restore(oneshot::Sender<anyhow::Result<()>>),
+}
+
+/// A running relay. Dropping it stops it and closes its connections.
+#[derive(Debug)]
+pub struct Relay {
+    port: u16,
+    commands: mpsc::Sender<Command>,
+    accepted: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Relay {
+    /// Listens on a free loopback port and relays every connection to `upstream`.
+    pub async fn start(upstream: SocketAddr) -> anyhow::Result<Relay> {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .context("binding a relay port")?;
+        let port = listener.local_addr()?.port();
+        let (commands, rx) = mpsc::channel(4);
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let task = tokio::spawn(serve(listener, port, upstream, rx, accepted.clone()));
+        Ok(Relay {
+            port,
+            commands,
+            accepted,
+            task,
+        })
+    }
+
+    /// The port replicas connect to.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// How many connections it has accepted so far.
+    pub fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::Relaxed)
+    }
+
+    /// Cuts the replica off: aborts every open connection and stops listening (new connections are
+    /// refused). Returns how many connections were cut.
+    pub async fn cut(&self) -> anyhow::Result<usize> {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Cut(tx))
+            .await
+            .context("the relay has stopped")?;
+        rx.await.context("the relay has stopped")
+    }
+
+    /// Listens again on the same port.
+    pub async fn restore(&self) -> anyhow::Result<()> {
+        let (tx, rx) = oneshot::channel();
+        self.commands
+            .send(Command::Restore(tx))
+            .await
+            .context("the relay has stopped")?;
+        rx.await.context("the relay has stopped")?
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn serve(
+    listener: TcpListener,
+    port: u16,
+    upstream: SocketAddr,
+    mut commands: mpsc::Receiver<Command>,
+    accepted: Arc<AtomicUsize>,
+) {
+    let mut listener = Some(listener);
+    let mut conns: JoinSet<()> = JoinSet::new();
+    loop {
+        tokio::select! {
+            cmd = commands.recv() => match cmd {
+                None => return,
+                Some(Command::Cut(done)) => {
+                    listener = None;
+                    let n = conns.len();
+                    conns.abort_all();
+                    while conns.join_next().await.is_some() {}
+                    let _ = done.send(n);
+                }
+                Some(Command::Restore(done)) => {
+                    let result = match listener {
+                        Some(_) => Ok(()),
+                        None => TcpListener::bind(("127.0.0.1", port))
+                            .await
+                            .with_context(|| format!("listening again on relay port {port}"))
+                            .map(|l| listener = Some(l)),
+                    };
+                    let _ = done.send(result);
+                }
+            },
+            conn = accept(listener.as_ref()) => {
+                if let Ok((client, _)) = conn {
+                    accepted.fetch_add(1, Ordering::Relaxed);
+                    conns.spawn(relay(client, upstream));
+                }
+            }
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+}
+
+async fn accept(listener: Option<&TcpListener>) -> std::io::Result<(TcpStream, SocketAddr)> {
+    match listener {
+        Some(l) => l.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn relay(mut client: TcpStream, upstream: SocketAddr) {
+    let Ok(mut server) = TcpStream::connect(upstream).await else {
+        return;
+    };
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn relays_cuts_and_restores() -> anyhow::Result<()> {
+        let echo = TcpListener::bind("127.0.0.1:0").await?;
+        let upstream = echo.local_addr()?;
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = echo.accept().await {
+                tokio::spawn(async move {
+                    let (mut r, mut w) = s.split();
+                    let _ = tokio::io::copy(&mut r, &mut w).await;
+                });
+            }
+        });
+        let relay = Relay::start(upstream).await?;
+        let addr = ("127.0.0.1", relay.port());
+        let mut a = TcpStream::connect(addr).await?;
+        a.write_all(b"ping").await?;
+        let mut buf = [0u8; 4];
+        a.read_exact(&mut buf).await?;
+        assert_eq!(&buf, b"ping");
+
+        assert_eq!(relay.cut().await?, 1);
+        // The open connection is closed, and new ones are refused.
+        let n = a.read(&mut buf).await.unwrap_or(0);
+        assert_eq!(n, 0);
+        assert!(TcpStream::connect(addr).await.is_err());
+
+        relay.restore().await?;
+        let mut b = TcpStream::connect(addr).await?;
+        b.write_all(b"pong").await?;
+        b.read_exact(&mut buf).await?;
+        assert_eq!(&buf, b"pong");
+        assert_eq!(relay.accepted(), 2);
+        Ok(())
+    }
+}

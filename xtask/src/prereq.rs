@@ -1,0 +1,133 @@
+//! The system tools the test suite and the demo use besides cargo and Go, found or installed before
+//! anything runs, so that `cargo xtask test` and `cargo xtask demo` do all of the setup on a fresh
+//! Debian machine.
+//!
+//! What is missing is installed with `apt-get` when this runs as root on a Debian-like system;
+//! otherwise the command stops with one message that names the packages to install.
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, bail};
+
+/// A tool the suites need, and the Debian package that provides it.
+struct Tool {
+    /// What it is for, for the messages.
+    purpose: &'static str,
+    /// The Debian packages to install.
+    packages: &'static [&'static str],
+    /// Whether it is already here.
+    present: fn() -> bool,
+}
+
+fn on_path(name: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(name).is_file()))
+}
+
+fn postgres_present() -> bool {
+    std::fs::read_dir("/usr/lib/postgresql")
+        .map(|versions| {
+            versions
+                .flatten()
+                .any(|v| v.path().join("bin").join("initdb").is_file())
+        })
+        .unwrap_or(false)
+}
+
+fn faketime_present() -> bool {
+    [
+        "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+    ]
+    .iter()
+    .any(|p| Path::new(p).is_file())
+}
+
+const TOOLS: &[Tool] = &[
+    Tool {
+        purpose: "PostgreSQL (initdb, postgres) for provider-sql's tests",
+        packages: &["postgresql"],
+        present: postgres_present,
+    },
+    Tool {
+        purpose: "kubectl for the deploy/ dry-run and the bad-input suite",
+        packages: &["kubectl"],
+        present: || on_path("kubectl"),
+    },
+    Tool {
+        purpose: "libfaketime for the fault schedule's clock-offset fault",
+        packages: &["libfaketime"],
+        present: faketime_present,
+    },
+    Tool {
+        purpose: "skopeo and umoci to check the OCI images",
+        packages: &["skopeo", "umoci"],
+        present: || on_path("skopeo") && on_path("umoci"),
+    },
+];
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+fn apt(args: &[&str]) -> anyhow::Result<()> {
+    let status = Command::new("apt-get")
+        .args(args)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status()
+        .with_context(|| format!("running apt-get {}", args.join(" ")))?;
+    if !status.success() {
+        bail!("apt-get {} failed ({status})", args.join(" "));
+    }
+    Ok(())
+}
+
+/// Finds every tool, installing what is missing with apt-get when it can; fails with one message naming
+/// the packages otherwise.
+pub fn ensure() -> anyhow::Result<()> {
+    let missing: Vec<&Tool> = TOOLS.iter().filter(|t| !(t.present)()).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let packages: Vec<&str> = missing.iter().flat_map(|t| t.packages.iter().copied()).collect();
+    for t in &missing {
+        eprintln!("[prereq] missing: {}", t.purpose);
+    }
+    if !(is_root() && on_path("apt-get")) {
+        bail!(
+            "missing system packages: {}. Install them (on Debian: sudo apt-get install {}) and run again",
+            packages.join(", "),
+            packages.join(" ")
+        );
+    }
+    eprintln!("[prereq] apt-get install {}", packages.join(" "));
+    apt(&["update", "-qq"])?;
+    let mut install = vec!["install", "-y", "-qq"];
+    install.extend(&packages);
+    if let Err(e) = apt(&install) {
+        if !packages.contains(&"kubectl") {
+            return Err(e);
+        }
+        // Debian names kubectl's package kubernetes-client in some releases.
+        let renamed: Vec<&str> = packages
+            .iter()
+            .map(|p| if *p == "kubectl" { "kubernetes-client" } else { p })
+            .collect();
+        let mut install = vec!["install", "-y", "-qq"];
+        install.extend(&renamed);
+        apt(&install)?;
+    }
+    let still: Vec<&str> = missing
+        .iter()
+        .filter(|t| !(t.present)())
+        .flat_map(|t| t.packages.iter().copied())
+        .collect();
+    if !still.is_empty() {
+        bail!("still missing after apt-get install: {}", still.join(", "));
+    }
+    Ok(())
+}
