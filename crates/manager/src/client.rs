@@ -11,6 +11,9 @@ use std::path::Path;
 use http::{HeaderValue, header::USER_AGENT};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
+use crate::fence::Fence;
+use crate::gate::FenceLayer;
+
 /// A client could not be configured or built.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -111,6 +114,18 @@ impl Clients {
         let lease = kube::Client::try_from(lease_config).map_err(ClientError::Build)?;
         Ok(Self { main, lease, config })
     }
+}
+
+/// A client for one term's work: the main config, with a [`FenceLayer`] checking `fence` under kube's
+/// request buffer, so a write that waited in the buffer past the end of the term is not sent. Its own
+/// connection pool ends with the term.
+pub(crate) fn term_client(config: &kube::Config, fence: &Fence) -> Result<kube::Client, ClientError> {
+    let mut config = config.clone();
+    config.default_retry = false;
+    Ok(kube::client::ClientBuilder::try_from(config)
+        .map_err(ClientError::Build)?
+        .with_layer(&FenceLayer::new(fence.clone()))
+        .build())
 }
 
 async fn load_config(kubeconfig: Option<&Path>) -> Result<kube::Config, ClientError> {

@@ -49,6 +49,7 @@ pub mod duration;
 mod error;
 pub mod fence;
 pub mod fenced;
+pub mod gate;
 pub mod health;
 pub mod logging;
 mod manager;

@@ -294,6 +294,7 @@ impl Manager {
         let supervisor = Supervisor {
             gated,
             client: clients.main.clone(),
+            config: clients.config.clone(),
             identity: settings.identity.clone(),
             lease: settings
                 .election

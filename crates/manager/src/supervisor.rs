@@ -38,6 +38,8 @@ use crate::term::{TermContext, TermInfo};
 pub(crate) struct Supervisor {
     pub(crate) gated: Vec<(String, GatedFn)>,
     pub(crate) client: kube::Client,
+    /// The main client's config, from which each term's own client is built.
+    pub(crate) config: kube::Config,
     pub(crate) identity: String,
     pub(crate) lease: Option<String>,
     pub(crate) timings: Timings,
@@ -98,7 +100,12 @@ impl Supervisor {
             None => Fence::never_lapsing(&self.identity),
         };
         let group = TaskGroup::new(self.failures_tx.clone());
-        let client = FencedClient::new(self.client.clone(), fence.clone());
+        // Each term's work gets its own client, fenced once more under kube's request buffer.
+        let term_client = crate::client::term_client(&self.config, &fence).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "cannot build the term's client; using the main client");
+            self.client.clone()
+        });
+        let client = FencedClient::new(term_client, fence.clone());
         let info = Arc::new(TermInfo {
             identity: self.identity.clone(),
             lease: self.lease.clone(),

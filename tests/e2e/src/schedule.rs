@@ -674,7 +674,7 @@ impl<'a> World<'a> {
         ));
         let schedule_start = Instant::now();
         let faults_from = Timestamp::now();
-        let outcome = self.schedule(schedule_start).await;
+        let outcome = self.schedule(schedule_start, faults_from).await;
         churn.abort();
         let _ = churn.await;
         let faults_until = Timestamp::now();
@@ -1042,9 +1042,31 @@ impl<'a> World<'a> {
     // ---------------------------------------------------------------------------------------------
     // The schedule
 
-    async fn schedule(&mut self, start: Instant) -> anyhow::Result<()> {
+    /// Leadership changes since `from` as the audit log shows them (the measure the report and the
+    /// tests use), counted the same way as in [`Self::check`].
+    fn audit_changes(&self, from: Timestamp) -> anyhow::Result<usize> {
+        let events = self.cp.cluster().audit().read()?.events;
+        let mut n = 0;
+        for g in Group::ALL {
+            let terms = checker::terms(&events, &Lock::lease(&self.ns, g.lease()));
+            n += terms
+                .windows(2)
+                .filter(|p| p[0].holder != p[1].holder && p[1].start >= from)
+                .count();
+        }
+        Ok(n)
+    }
+
+    /// Whether the schedule has made enough changes: seen live, and confirmed by the audit log (which
+    /// can count fewer, e.g. when a change happened while the apiserver was restarting).
+    fn enough_changes(&self, from: Timestamp) -> anyhow::Result<bool> {
+        let min = self.config.min_changes;
+        Ok(self.live_changes() >= min && self.audit_changes(from)? >= min)
+    }
+
+    async fn schedule(&mut self, start: Instant, from: Timestamp) -> anyhow::Result<()> {
         let mut step = 0usize;
-        while self.live_changes() < self.config.min_changes {
+        while !self.enough_changes(from)? {
             if start.elapsed() > self.config.time_limit {
                 bail!(
                     "only {} leadership changes after {:?} of faults (wanted {})",
