@@ -39,8 +39,9 @@
 //!
 //! # Writes in flight when a leader is frozen
 //!
-//! The fence is checked just before a write is handed to the HTTP client; between that check and the
-//! socket there are still task hops (kube's request buffer, hyper's connection task). A SIGSTOP that
+//! The fence is checked before a write is handed to kube, and again under kube's request buffer (each
+//! term's client carries `manager::gate::FenceLayer`); between that check and the socket there are still
+//! the transport's hops (hyper's connection pool and connection task). A SIGSTOP that
 //! lands in that gap freezes a write that was legitimately begun during the term, and it leaves the
 //! process the moment SIGCONT lets it run, seconds after the term ended. No client-side check can close
 //! that gap (it is the classic argument for fencing tokens); the apiserver's optimistic concurrency
