@@ -869,7 +869,7 @@ fn build_candidate() -> anyhow::Result<PathBuf> {
 /// Runs `cargo build --release <args>` in the workspace.
 fn cargo_release(args: &[&str]) -> anyhow::Result<()> {
     eprintln!("[bench] cargo build --release {}", args.join(" "));
-    let status = std::process::Command::new(env!("CARGO"))
+    let status = crate::cargo()
         .args(["build", "--release"])
         .args(args)
         .current_dir(testenv::harness::repo_root())

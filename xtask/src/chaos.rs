@@ -25,7 +25,7 @@ pub fn run(options: &Options) -> anyhow::Result<i32> {
     let started = Instant::now();
     let harness = harness()?;
     eprintln!("[chaos] cargo build -p e2e --bins");
-    let status = std::process::Command::new(env!("CARGO"))
+    let status = crate::cargo()
         .args(["build", "-p", "e2e", "--bins"])
         .current_dir(testenv::harness::repo_root())
         .status()
