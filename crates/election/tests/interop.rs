@@ -146,8 +146,10 @@ async fn rust_to_go_by_expiry() -> anyhow::Result<()> {
     r.crash();
     let led = go_leads(&g, FAST.lease + Duration::from_secs(5)).await?;
     let took = Duration::from_nanos(u64::try_from(led - killed)?);
+    // client-go compares the records it reads with `renewTime` cut to whole seconds: renewals within one
+    // second look unchanged to it, so it may count the lease from up to a second before the last renewal.
     assert!(
-        took >= FAST.lease - FAST.retry - TOLERANCE,
+        took >= FAST.lease - FAST.retry - Duration::from_secs(1) - TOLERANCE,
         "go-1 took over after only {took:?}"
     );
 

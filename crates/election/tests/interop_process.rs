@@ -89,8 +89,15 @@ async fn hand_over(
         .await?;
     let took = Duration::from_nanos(u64::try_from(led.mono_ns - at)?);
     if kill {
+        // A client-go taker compares records with `renewTime` cut to whole seconds, so it may count the
+        // lease from up to a second before the last renewal (see common::assert_writes_while_held).
+        let go_slack = if second.identity().starts_with("go") {
+            Duration::from_secs(1)
+        } else {
+            Duration::ZERO
+        };
         anyhow::ensure!(
-            took >= FAST.lease - FAST.retry - TOLERANCE,
+            took >= FAST.lease - FAST.retry - go_slack - TOLERANCE,
             "{} took over only {took:?} after {} was killed",
             second.identity(),
             first.identity()
