@@ -216,3 +216,43 @@ pub async fn wait_holder(
         .await?,
     )
 }
+
+/// Checks the writes of a two-replica failover in the audit log: replica `a` led until it was killed at
+/// `killed_at` (reaped by `dead_at`), then `b` took over. `writes` are the writes to the objects the
+/// replicas manage, and `agent` the binary's user-agent prefix (`provider-nop/`). Fails unless `a` wrote
+/// before the kill and never after it, `b` never wrote before the kill and did after it, and no other
+/// replica of the binary wrote. Returns a one-line summary of the counts.
+pub fn assert_failover_writes(
+    writes: &[&crate::AuditEvent],
+    agent: &str,
+    (ua_a, ua_b): (&str, &str),
+    killed_at: jiff::Timestamp,
+    dead_at: jiff::Timestamp,
+) -> anyhow::Result<String> {
+    let count = |ua: &str, keep: &dyn Fn(&crate::AuditEvent) -> bool| {
+        writes.iter().filter(|e| e.user_agent == ua && keep(e)).count()
+    };
+    let by_a = count(ua_a, &|_| true);
+    let a_after_kill = count(ua_a, &|e| e.received > dead_at);
+    let by_b = count(ua_b, &|_| true);
+    let b_before_kill = count(ua_b, &|e| e.received < killed_at);
+    let summary = format!(
+        "writes: leader a {by_a} (after kill {a_after_kill}), standby-then-leader b {by_b} (before kill {b_before_kill})"
+    );
+    anyhow::ensure!(by_a > 0, "the first leader wrote nothing ({summary})");
+    anyhow::ensure!(
+        b_before_kill == 0,
+        "the standby wrote {b_before_kill} times while a led ({summary})"
+    );
+    anyhow::ensure!(
+        a_after_kill == 0,
+        "the killed leader wrote {a_after_kill} times after the kill ({summary})"
+    );
+    anyhow::ensure!(by_b > 0, "the new leader wrote nothing ({summary})");
+    let others = writes
+        .iter()
+        .filter(|e| e.user_agent.starts_with(agent) && e.user_agent != ua_a && e.user_agent != ua_b)
+        .count();
+    anyhow::ensure!(others == 0, "{others} writes from other {agent} replicas");
+    Ok(summary)
+}

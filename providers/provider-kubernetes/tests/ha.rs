@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use common::{
-    Process, cluster, eventually, fast_lease_args, install_crds, log_dir, replica_args, wait_holder,
+    Process, assert_failover_writes, cluster, eventually, fast_lease_args, install_crds, log_dir,
+    replica_args, wait_holder,
 };
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -174,37 +175,14 @@ async fn only_the_leader_reconciles_and_failover_finishes_the_work() -> Result<(
         .filter(|e| e.is_write() && e.received >= started && e.namespace == ns && e.resource != "leases")
         .filter(|e| e.user_agent.starts_with("provider-kubernetes/"))
         .collect();
-    let by_a = writes.iter().filter(|e| e.user_agent == ua_a).count();
-    let b_before_kill = writes
-        .iter()
-        .filter(|e| e.user_agent == ua_b && e.received < killed_at)
-        .count();
-    let a_after_kill = writes
-        .iter()
-        .filter(|e| e.user_agent == ua_a && e.received > dead_at)
-        .count();
-    let by_b = writes.iter().filter(|e| e.user_agent == ua_b).count();
-    println!(
-        "writes: leader a {by_a} (after kill {a_after_kill}), standby-then-leader b {by_b} (before kill {b_before_kill})"
-    );
-    ensure!(by_a > 0, "the first leader wrote nothing");
-    ensure!(
-        b_before_kill == 0,
-        "the standby wrote {b_before_kill} times while a led"
-    );
-    ensure!(
-        a_after_kill == 0,
-        "the killed leader wrote {a_after_kill} times after the kill"
-    );
-    ensure!(by_b > 0, "the new leader wrote nothing");
-    let others = writes
-        .iter()
-        .filter(|e| e.user_agent != ua_a && e.user_agent != ua_b)
-        .count();
-    ensure!(
-        others == 0,
-        "{others} writes from other provider-kubernetes replicas"
-    );
+    let summary = assert_failover_writes(
+        &writes,
+        "provider-kubernetes/",
+        (&ua_a, &ua_b),
+        killed_at,
+        dead_at,
+    )?;
+    println!("{summary}");
 
     // Clean up through the provider: the ConfigMaps go with their Objects.
     objects

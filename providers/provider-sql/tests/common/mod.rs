@@ -5,7 +5,8 @@
 use std::path::PathBuf;
 
 pub use testenv::support::{
-    Process, cluster, eventually, fast_lease_args, install_crds, lease_holder, replica_args, wait_holder,
+    Process, assert_failover_writes, cluster, eventually, fast_lease_args, install_crds, lease_holder,
+    replica_args, wait_holder,
 };
 
 /// Where process logs of a test go.
