@@ -192,9 +192,8 @@ async fn mixed_pool_hands_over_in_turn() -> anyhow::Result<()> {
             rusts[i].wait_leading(Duration::from_secs(5)).await?;
             let mut r = rusts.remove(i);
             if by_release {
-                let intervals = r.intervals();
                 r.stop().await?;
-                finished.push((leader.clone(), intervals));
+                finished.push((leader.clone(), r.intervals()));
             } else {
                 r.crash();
                 tokio::time::sleep(Duration::from_millis(100)).await;

@@ -137,18 +137,10 @@ impl RustCandidate {
             let history = history.clone();
             tokio::spawn(async move {
                 while rx.changed().await.is_ok() {
-                    let leading = rx.borrow_and_update().is_leading();
-                    if let Ok(mut h) = history.lock()
-                        && h.last().map(|(_, l)| *l) != Some(leading)
-                    {
-                        h.push((mono(), leading));
-                    }
+                    let now = rx.borrow_and_update().clone();
+                    record(&history, &now);
                 }
-                if let Ok(mut h) = history.lock()
-                    && h.last().map(|(_, l)| *l) != Some(false)
-                {
-                    h.push((mono(), false));
-                }
+                record(&history, &Leadership::Following { leader: None });
             })
         };
         let (stop, stopped) = oneshot::channel::<()>();
@@ -222,6 +214,14 @@ impl RustCandidate {
 
     /// Its leading intervals `[start, end)` in monotonic ns; an open interval ends at `now`.
     pub fn intervals(&self) -> Vec<(i64, i64)> {
+        // The monitor task may not have run since the last change: catch up with the current state.
+        // A closed channel means the elector is gone: it no longer leads, whatever it last said.
+        let now = if self.rx.has_changed().is_err() {
+            Leadership::Following { leader: None }
+        } else {
+            self.rx.borrow().clone()
+        };
+        record(&self.history, &now);
         let h = self.history.lock().map(|h| h.clone()).unwrap_or_default();
         intervals(&h, mono())
     }
@@ -234,6 +234,27 @@ impl Drop for RustCandidate {
         }
         self.monitor.abort();
     }
+}
+
+/// Appends a leadership state to a `(time, leading)` history when it differs from the last entry. A
+/// term starts when its acquire request was sent (not when the change was seen), so the interval is
+/// never shorter than the real one.
+fn record(history: &Mutex<Vec<(i64, bool)>>, now: &Leadership) {
+    let Ok(mut h) = history.lock() else { return };
+    let leading = now.is_leading();
+    if h.last().map(|(_, l)| *l) == Some(leading) {
+        return;
+    }
+    let at = match now.term() {
+        Some(term) => {
+            let ago = i64::try_from(term.started().elapsed().as_nanos()).unwrap_or(i64::MAX);
+            let at = mono().saturating_sub(ago);
+            // Never before the previous entry.
+            h.last().map_or(at, |(t, _)| at.max(*t))
+        }
+        None => mono(),
+    };
+    h.push((at, leading));
 }
 
 /// Leading intervals from a `(time, leading)` history.
