@@ -16,7 +16,7 @@
 //! Modules, one concept each: [`resource`] (the kind), [`external`] (the provider's side), [`decision`],
 //! [`meta`] (annotation and finalizer rules), [`reconciler`], [`controller`] (watch, predicate, queue),
 //! [`connection`] (connection secrets), [`events`], [`usage`] and [`providerconfig`] (usage tracking and
-//! deletion protection), [`backoff`], [`ratelimit`], [`poll`], [`options`] and [`cli`].
+//! deletion protection), [`groups`] (a provider's cluster-scoped and namespaced API groups), [`backoff`], [`ratelimit`], [`poll`], [`options`] and [`cli`].
 #![forbid(unsafe_code)]
 
 pub mod backoff;
@@ -26,6 +26,7 @@ pub mod controller;
 pub mod decision;
 pub mod events;
 pub mod external;
+pub mod groups;
 pub mod meta;
 pub mod options;
 pub mod poll;
@@ -42,6 +43,7 @@ pub use external::{
     ConnectionDetails, ExternalClient, ExternalConnector, ExternalCreation, ExternalDelete, ExternalError,
     ExternalObservation, ExternalUpdate,
 };
+pub use groups::ProviderGroups;
 pub use options::Options;
 pub use providerconfig::{ProviderConfigController, ProviderConfigKind};
 pub use ratelimit::GlobalRateLimiter;

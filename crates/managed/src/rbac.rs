@@ -21,6 +21,13 @@ pub fn usage_needs<K: Resource<DynamicType = ()>>() -> Vec<Rule> {
     vec![Rule::kind::<K>(&["finalizers"], &["update"])]
 }
 
+/// A managed kind whose controller tracks ProviderConfig usages: [`managed_needs`] and [`usage_needs`].
+pub fn managed_kind_needs<K: Resource<DynamicType = ()>>() -> Vec<Rule> {
+    let mut rules = managed_needs::<K>();
+    rules.extend(usage_needs::<K>());
+    rules
+}
+
 /// A [`ProviderConfigController`](crate::ProviderConfigController) for `kind`: configs read and patched
 /// (finalizer, status), usages read, applied by the usage tracker and deleted when stale.
 pub fn provider_config_needs(kind: &ProviderConfigKind) -> Vec<Rule> {

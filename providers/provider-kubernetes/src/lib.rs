@@ -23,17 +23,14 @@ pub mod manifest;
 pub mod object;
 pub mod types;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use apis::providerconfig::{UsageKind, usage_crd};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
-use kube::api::ApiResource;
-use managed::usage::usage_api_resource;
+use managed::rbac::managed_kind_needs;
 use managed::{
-    ManagedController, Options, ProviderConfigController, ProviderConfigKind, ProviderDefaults, ProviderInfo,
-    UsageTracker,
+    ManagedController, Options, ProviderConfigController, ProviderConfigKind, ProviderDefaults,
+    ProviderGroups, ProviderInfo,
 };
 use manager::{BinaryInfo, Defaults, Manager};
 
@@ -58,43 +55,26 @@ pub const INFO: ProviderInfo = ProviderInfo {
     },
 };
 
-const USAGE_VERSION: &str = "v1alpha1";
-
-fn usage_kind(group: &str, namespaced: bool) -> UsageKind<'_> {
-    UsageKind {
-        group,
-        version: USAGE_VERSION,
-        namespaced,
-        category: "kubernetes",
-    }
-}
+/// The provider's two API groups.
+pub const GROUPS: ProviderGroups = ProviderGroups {
+    cluster: cluster::GROUP,
+    namespaced: namespaced::GROUP,
+    usage_version: "v1alpha1",
+    category: "kubernetes",
+};
 
 /// Every CRD of the provider.
 pub fn crds() -> Vec<CustomResourceDefinition> {
+    let [cluster_usage, namespaced_usage] = GROUPS.usage_crds();
     vec![
         cluster::Object::crd(),
         cluster::ProviderConfig::crd(),
-        usage_crd(usage_kind(cluster::GROUP, false)),
+        cluster_usage,
         namespaced::Object::crd(),
         namespaced::ProviderConfig::crd(),
         namespaced::ClusterProviderConfig::crd(),
-        usage_crd(usage_kind(namespaced::GROUP, true)),
+        namespaced_usage,
     ]
-}
-
-fn pc_kind<K: kube::Resource<DynamicType = ()>>(
-    config_namespaced: bool,
-    group: &str,
-    usage_namespaced: bool,
-    kind_label: bool,
-) -> ProviderConfigKind {
-    ProviderConfigKind {
-        config: ApiResource::erase::<K>(&()),
-        config_namespaced,
-        usage: usage_api_resource(group, USAGE_VERSION),
-        usage_namespaced,
-        kind_label,
-    }
 }
 
 /// Registers the Object controllers (both groups) and the ProviderConfig controllers.
@@ -102,19 +82,9 @@ pub fn setup(mgr: &mut Manager, options: &Options) {
     let connector = ObjectConnector::new();
     let mut options = options.clone();
     options.deterministic_external_name = true;
-
-    let mut legacy = options.clone();
-    legacy.usage = Some(Arc::new(UsageTracker::new(cluster::GROUP, USAGE_VERSION, false)));
+    let (legacy, modern) = GROUPS.options(&options);
     ManagedController::<cluster::Object, _>::new(connector.clone(), legacy).register(mgr);
-
-    let mut modern = options.clone();
-    modern.usage = Some(Arc::new(UsageTracker::new(
-        namespaced::GROUP,
-        USAGE_VERSION,
-        true,
-    )));
     ManagedController::<namespaced::Object, _>::new(connector, modern).register(mgr);
-
     for kind in provider_config_kinds() {
         ProviderConfigController::new(kind).register(mgr);
     }
@@ -123,11 +93,7 @@ pub fn setup(mgr: &mut Manager, options: &Options) {
 /// The ProviderConfig kinds: legacy `ProviderConfig`, v2 namespaced `ProviderConfig` and
 /// `ClusterProviderConfig`, each with the usage kind that counts for it.
 pub fn provider_config_kinds() -> Vec<ProviderConfigKind> {
-    vec![
-        pc_kind::<cluster::ProviderConfig>(false, cluster::GROUP, false, false),
-        pc_kind::<namespaced::ProviderConfig>(true, namespaced::GROUP, true, true),
-        pc_kind::<namespaced::ClusterProviderConfig>(false, namespaced::GROUP, true, true),
-    ]
+    GROUPS.provider_config_kinds::<cluster::ProviderConfig, namespaced::ProviderConfig, namespaced::ClusterProviderConfig>()
 }
 
 /// The API access [`setup`]'s controllers need (rendered into the provider's ClusterRole by
@@ -138,15 +104,7 @@ pub fn provider_config_kinds() -> Vec<ProviderConfigKind> {
 /// `InjectedIdentity`, the operator grants the provider's ServiceAccount access to them (upstream binds
 /// `cluster-admin`); with a kubeconfig Secret, the credentials in it decide.
 pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
-    let mut rules = Vec::new();
-    rules.extend(managed::rbac::managed_needs::<cluster::Object>());
-    rules.extend(managed::rbac::usage_needs::<cluster::Object>());
-    rules.extend(managed::rbac::managed_needs::<namespaced::Object>());
-    rules.extend(managed::rbac::usage_needs::<namespaced::Object>());
-    for kind in provider_config_kinds() {
-        rules.extend(managed::rbac::provider_config_needs(&kind));
-    }
-    rules.extend(managed::rbac::credentials_needs());
-    rules.extend(managed::rbac::runtime_needs());
-    manager::rbac::normalize(rules)
+    let mut kinds = managed_kind_needs::<cluster::Object>();
+    kinds.extend(managed_kind_needs::<namespaced::Object>());
+    managed::groups::provider_needs(kinds, &provider_config_kinds())
 }

@@ -36,17 +36,14 @@ pub mod sql;
 pub mod tls;
 pub mod types;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use apis::providerconfig::{UsageKind, usage_crd};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
-use kube::api::ApiResource;
-use managed::usage::usage_api_resource;
+use managed::rbac::managed_kind_needs;
 use managed::{
-    ManagedController, Options, ProviderConfigController, ProviderConfigKind, ProviderDefaults, ProviderInfo,
-    UsageTracker,
+    ManagedController, Options, ProviderConfigController, ProviderConfigKind, ProviderDefaults,
+    ProviderGroups, ProviderInfo,
 };
 use manager::{BinaryInfo, Defaults, Manager};
 
@@ -71,45 +68,30 @@ pub const INFO: ProviderInfo = ProviderInfo {
     },
 };
 
-fn usage_kind(group: &str, namespaced: bool) -> UsageKind<'_> {
-    UsageKind {
-        group,
-        version: VERSION,
-        namespaced,
-        category: "sql",
-    }
-}
+/// The provider's two API groups.
+pub const GROUPS: ProviderGroups = ProviderGroups {
+    cluster: cluster::GROUP,
+    namespaced: namespaced::GROUP,
+    usage_version: VERSION,
+    category: "sql",
+};
 
 /// Every CRD of the provider.
 pub fn crds() -> Vec<CustomResourceDefinition> {
+    let [cluster_usage, namespaced_usage] = GROUPS.usage_crds();
     vec![
         cluster::Role::crd(),
         cluster::Database::crd(),
         cluster::Grant::crd(),
         cluster::ProviderConfig::crd(),
-        usage_crd(usage_kind(cluster::GROUP, false)),
+        cluster_usage,
         namespaced::Role::crd(),
         namespaced::Database::crd(),
         namespaced::Grant::crd(),
         namespaced::ProviderConfig::crd(),
         namespaced::ClusterProviderConfig::crd(),
-        usage_crd(usage_kind(namespaced::GROUP, true)),
+        namespaced_usage,
     ]
-}
-
-fn pc_kind<K: kube::Resource<DynamicType = ()>>(
-    config_namespaced: bool,
-    group: &str,
-    usage_namespaced: bool,
-    kind_label: bool,
-) -> ProviderConfigKind {
-    ProviderConfigKind {
-        config: ApiResource::erase::<K>(&()),
-        config_namespaced,
-        usage: usage_api_resource(group, VERSION),
-        usage_namespaced,
-        kind_label,
-    }
 }
 
 /// Registers the Role, Database and Grant controllers of both groups and the ProviderConfig
@@ -120,11 +102,7 @@ pub fn setup(mgr: &mut Manager, options: &Options) {
     // a killed leader created: a create whose outcome is unknown is safe to retry.
     let mut options = options.clone();
     options.deterministic_external_name = true;
-
-    let mut legacy = options.clone();
-    legacy.usage = Some(Arc::new(UsageTracker::new(cluster::GROUP, VERSION, false)));
-    let mut modern = options.clone();
-    modern.usage = Some(Arc::new(UsageTracker::new(namespaced::GROUP, VERSION, true)));
+    let (legacy, modern) = GROUPS.options(&options);
 
     ManagedController::<cluster::Role, _>::new(connector.clone(), legacy.clone()).register(mgr);
     ManagedController::<cluster::Database, _>::new(connector.clone(), legacy.clone()).register(mgr);
@@ -141,34 +119,18 @@ pub fn setup(mgr: &mut Manager, options: &Options) {
 /// The ProviderConfig kinds: legacy `ProviderConfig`, v2 namespaced `ProviderConfig` and
 /// `ClusterProviderConfig`, each with the usage kind that counts for it.
 pub fn provider_config_kinds() -> Vec<ProviderConfigKind> {
-    vec![
-        pc_kind::<cluster::ProviderConfig>(false, cluster::GROUP, false, false),
-        pc_kind::<namespaced::ProviderConfig>(true, namespaced::GROUP, true, true),
-        pc_kind::<namespaced::ClusterProviderConfig>(false, namespaced::GROUP, true, true),
-    ]
+    GROUPS.provider_config_kinds::<cluster::ProviderConfig, namespaced::ProviderConfig, namespaced::ClusterProviderConfig>()
 }
 
 /// The API access [`setup`]'s controllers need (rendered into the provider's ClusterRole by
 /// `cargo xtask generate`): the managed kinds, the ProviderConfig kinds and their usages, the
 /// credentials Secrets the connector reads, and the runtime's connection Secrets and Events.
 pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
-    let mut rules = Vec::new();
-    rules.extend(managed::rbac::managed_needs::<cluster::Role>());
-    rules.extend(managed::rbac::usage_needs::<cluster::Role>());
-    rules.extend(managed::rbac::managed_needs::<cluster::Database>());
-    rules.extend(managed::rbac::usage_needs::<cluster::Database>());
-    rules.extend(managed::rbac::managed_needs::<cluster::Grant>());
-    rules.extend(managed::rbac::usage_needs::<cluster::Grant>());
-    rules.extend(managed::rbac::managed_needs::<namespaced::Role>());
-    rules.extend(managed::rbac::usage_needs::<namespaced::Role>());
-    rules.extend(managed::rbac::managed_needs::<namespaced::Database>());
-    rules.extend(managed::rbac::usage_needs::<namespaced::Database>());
-    rules.extend(managed::rbac::managed_needs::<namespaced::Grant>());
-    rules.extend(managed::rbac::usage_needs::<namespaced::Grant>());
-    for kind in provider_config_kinds() {
-        rules.extend(managed::rbac::provider_config_needs(&kind));
-    }
-    rules.extend(managed::rbac::credentials_needs());
-    rules.extend(managed::rbac::runtime_needs());
-    manager::rbac::normalize(rules)
+    let mut kinds = managed_kind_needs::<cluster::Role>();
+    kinds.extend(managed_kind_needs::<cluster::Database>());
+    kinds.extend(managed_kind_needs::<cluster::Grant>());
+    kinds.extend(managed_kind_needs::<namespaced::Role>());
+    kinds.extend(managed_kind_needs::<namespaced::Database>());
+    kinds.extend(managed_kind_needs::<namespaced::Grant>());
+    managed::groups::provider_needs(kinds, &provider_config_kinds())
 }
