@@ -21,6 +21,7 @@
 
 pub mod backoff;
 pub mod cli;
+pub mod config_ref;
 pub mod connection;
 pub mod controller;
 pub mod decision;
@@ -38,6 +39,7 @@ pub mod resource;
 pub mod usage;
 
 pub use cli::{ProviderArgs, ProviderDefaults, ProviderInfo};
+pub use config_ref::{ConfigRef, ProviderConfigResource};
 pub use controller::{ManagedController, controller_name};
 pub use external::{
     ConnectionDetails, ExternalClient, ExternalConnector, ExternalCreation, ExternalDelete, ExternalError,

@@ -11,11 +11,11 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::ApiResource;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, ResourceExt};
-use managed::{ExternalConnector, ExternalError};
+use managed::{ConfigRef, ExternalConnector, ExternalError};
 use manager::{FencedClient, FencedClient as Fenced};
 
 use crate::client::ObjectClient;
-use crate::object::{ConfigRef, ObjectKind};
+use crate::object::ObjectKind;
 use crate::types::{ProviderConfigSpec, cluster, namespaced};
 
 /// (target, apiVersion, kind).
@@ -62,39 +62,6 @@ impl ObjectConnector {
     /// A connector with empty caches.
     pub fn new() -> Self {
         Self::default()
-    }
-
-    async fn config(
-        &self,
-        local: &FencedClient,
-        r: &ConfigRef,
-    ) -> Result<(ProviderConfigSpec, Option<String>), ExternalError> {
-        let c = local.unfenced().clone();
-        let missing = || ExternalError::new(format!("cannot get {r}: not found"));
-        let wrap = |e: kube::Error| ExternalError::wrap(format!("cannot get {r}"), e);
-        match r {
-            ConfigRef::Legacy(name) => {
-                let pc = Api::<cluster::ProviderConfig>::all(c)
-                    .get_opt(name)
-                    .await
-                    .map_err(wrap)?;
-                Ok((pc.ok_or_else(missing)?.spec.config, None))
-            }
-            ConfigRef::Namespaced(ns, name) => {
-                let pc = Api::<namespaced::ProviderConfig>::namespaced(c, ns)
-                    .get_opt(name)
-                    .await
-                    .map_err(wrap)?;
-                Ok((pc.ok_or_else(missing)?.spec.config, Some(ns.clone())))
-            }
-            ConfigRef::Cluster(name) => {
-                let pc = Api::<namespaced::ClusterProviderConfig>::all(c)
-                    .get_opt(name)
-                    .await
-                    .map_err(wrap)?;
-                Ok((pc.ok_or_else(missing)?.spec.config, None))
-            }
-        }
     }
 
     async fn kubeconfig_client(
@@ -166,8 +133,12 @@ impl<K: ObjectKind> ExternalConnector<K> for ObjectConnector {
     type Client = ObjectClient;
 
     async fn connect(&self, local: &FencedClient, mr: &K) -> Result<ObjectClient, ExternalError> {
-        let r = mr.config_ref().map_err(ExternalError::new)?;
-        let (spec, config_ns) = self.config(local, &r).await?;
+        let r = ConfigRef::of(mr).map_err(ExternalError::new)?;
+        let (spec, config_ns) = r
+            .fetch::<cluster::ProviderConfig, namespaced::ProviderConfig, namespaced::ClusterProviderConfig>(
+                local.unfenced().clone(),
+            )
+            .await?;
         let (target_key, target) = match spec.credentials.source {
             CredentialsSource::InjectedIdentity => ("local".to_owned(), local.clone()),
             CredentialsSource::Secret => {

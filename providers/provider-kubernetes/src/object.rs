@@ -5,27 +5,6 @@ use managed::Managed;
 
 use crate::types::{ObjectFields, cluster, namespaced};
 
-/// Which config an Object uses.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ConfigRef {
-    /// A cluster-scoped `kubernetes.crossplane.io` ProviderConfig.
-    Legacy(String),
-    /// A `kubernetes.m.crossplane.io` ProviderConfig in the given namespace.
-    Namespaced(String, String),
-    /// A `kubernetes.m.crossplane.io` ClusterProviderConfig.
-    Cluster(String),
-}
-
-impl std::fmt::Display for ConfigRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Legacy(n) => write!(f, "ProviderConfig {n:?}"),
-            Self::Namespaced(ns, n) => write!(f, "ProviderConfig {ns}/{n}"),
-            Self::Cluster(n) => write!(f, "ClusterProviderConfig {n:?}"),
-        }
-    }
-}
-
 /// Either Object kind.
 pub trait ObjectKind: Managed {
     /// The shared fields.
@@ -36,8 +15,6 @@ pub trait ObjectKind: Managed {
     fn default_manifest_namespace(&self) -> Option<String>;
     /// The default `apiVersion` of `dependsOn` references (this group's Object).
     fn default_reference_api_version() -> &'static str;
-    /// The config to use, or a message saying why there is none.
-    fn config_ref(&self) -> Result<ConfigRef, String>;
 }
 
 impl ObjectKind for cluster::Object {
@@ -55,14 +32,6 @@ impl ObjectKind for cluster::Object {
     }
     fn default_reference_api_version() -> &'static str {
         "kubernetes.crossplane.io/v1alpha2"
-    }
-    fn config_ref(&self) -> Result<ConfigRef, String> {
-        self.spec
-            .resource_spec
-            .provider_config_ref
-            .as_ref()
-            .map(|r| ConfigRef::Legacy(r.name.clone()))
-            .ok_or_else(|| "no providerConfigRef set".to_owned())
     }
 }
 
@@ -82,22 +51,48 @@ impl ObjectKind for namespaced::Object {
     fn default_reference_api_version() -> &'static str {
         "kubernetes.m.crossplane.io/v1alpha1"
     }
-    fn config_ref(&self) -> Result<ConfigRef, String> {
-        let r = self
-            .spec
-            .resource_spec
-            .provider_config_ref
-            .as_ref()
-            .ok_or_else(|| "no providerConfigRef set".to_owned())?;
-        match r.kind.as_str() {
-            "ProviderConfig" => Ok(ConfigRef::Namespaced(
-                self.namespace().unwrap_or_default(),
-                r.name.clone(),
-            )),
-            "ClusterProviderConfig" => Ok(ConfigRef::Cluster(r.name.clone())),
-            other => Err(format!(
-                "providerConfigRef.kind {other:?} is not ProviderConfig or ClusterProviderConfig"
-            )),
-        }
+}
+
+#[cfg(test)]
+mod tests {
+    use managed::ConfigRef;
+    use serde_json::json;
+
+    use crate::types::{cluster, namespaced};
+
+    fn namespaced_object(config: serde_json::Value) -> namespaced::Object {
+        serde_json::from_value(json!({
+            "apiVersion": "kubernetes.m.crossplane.io/v1alpha1",
+            "kind": "Object",
+            "metadata": { "name": "o", "namespace": "team-a" },
+            "spec": { "forProvider": { "manifest": {} }, "providerConfigRef": config },
+        }))
+        .expect("a valid Object")
+    }
+
+    #[test]
+    fn namespaced_objects_name_a_config_by_kind() {
+        let pc = namespaced_object(json!({ "kind": "ProviderConfig", "name": "local" }));
+        assert_eq!(
+            ConfigRef::of(&pc),
+            Ok(ConfigRef::Namespaced("team-a".into(), "local".into()))
+        );
+        let cpc = namespaced_object(json!({ "kind": "ClusterProviderConfig", "name": "all" }));
+        assert_eq!(ConfigRef::of(&cpc), Ok(ConfigRef::Cluster("all".into())));
+        let bad = namespaced_object(json!({ "kind": "Secret", "name": "x" }));
+        let err = ConfigRef::of(&bad).expect_err("an unknown kind is refused");
+        assert!(err.contains("\"Secret\" is not ProviderConfig"), "{err}");
+    }
+
+    #[test]
+    fn legacy_objects_default_to_the_default_config() {
+        let o: cluster::Object = serde_json::from_value(json!({
+            "apiVersion": "kubernetes.crossplane.io/v1alpha2",
+            "kind": "Object",
+            "metadata": { "name": "o" },
+            "spec": { "forProvider": { "manifest": {} } },
+        }))
+        .expect("a valid Object");
+        assert_eq!(ConfigRef::of(&o), Ok(ConfigRef::Legacy("default".into())));
     }
 }

@@ -14,13 +14,12 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime};
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, ResourceExt};
-use managed::{ExternalConnector, ExternalError};
+use managed::{ConfigRef, ExternalConnector, ExternalError};
 use manager::{FencedClient, FencedError};
 
 use crate::client::{SqlClient, SqlResource};
-use crate::kinds::ConfigRef;
 use crate::tls;
-use crate::types::{ProviderConfigSpec, SslMode, cluster, namespaced};
+use crate::types::{SslMode, cluster, namespaced};
 
 /// Connections per ProviderConfig.
 pub const POOL_SIZE: usize = 4;
@@ -136,41 +135,12 @@ impl SqlConnector {
         }
     }
 
-    async fn config(
-        &self,
-        kube: &kube::Client,
-        r: &ConfigRef,
-    ) -> Result<(ProviderConfigSpec, Option<String>), ExternalError> {
-        let c = kube.clone();
-        let missing = || ExternalError::new(format!("cannot get {r}: not found"));
-        let wrap = |e: kube::Error| ExternalError::wrap(format!("cannot get {r}"), e);
-        match r {
-            ConfigRef::Legacy(name) => {
-                let pc = Api::<cluster::ProviderConfig>::all(c)
-                    .get_opt(name)
-                    .await
-                    .map_err(wrap)?;
-                Ok((pc.ok_or_else(missing)?.spec.config, None))
-            }
-            ConfigRef::Namespaced(ns, name) => {
-                let pc = Api::<namespaced::ProviderConfig>::namespaced(c, ns)
-                    .get_opt(name)
-                    .await
-                    .map_err(wrap)?;
-                Ok((pc.ok_or_else(missing)?.spec.config, Some(ns.clone())))
-            }
-            ConfigRef::Cluster(name) => {
-                let pc = Api::<namespaced::ClusterProviderConfig>::all(c)
-                    .get_opt(name)
-                    .await
-                    .map_err(wrap)?;
-                Ok((pc.ok_or_else(missing)?.spec.config, None))
-            }
-        }
-    }
-
     async fn target(&self, kube: &kube::Client, r: &ConfigRef) -> Result<Target, ExternalError> {
-        let (spec, config_ns) = self.config(kube, r).await?;
+        let (spec, config_ns) = r
+            .fetch::<cluster::ProviderConfig, namespaced::ProviderConfig, namespaced::ClusterProviderConfig>(
+                kube.clone(),
+            )
+            .await?;
         if spec.credentials.source != SOURCE {
             return Err(ExternalError::new(format!(
                 "{r}: credentials source {:?} is not supported (use {SOURCE})",
@@ -293,7 +263,7 @@ impl<K: SqlResource> ExternalConnector<K> for SqlConnector {
     type Client = SqlClient;
 
     async fn connect(&self, client: &FencedClient, mr: &K) -> Result<SqlClient, ExternalError> {
-        let r = mr.config_ref().map_err(ExternalError::new)?;
+        let r = ConfigRef::of(mr).map_err(ExternalError::new)?;
         let target = self.target(client.unfenced(), &r).await?;
         let pool = self.pool(&r, &target)?;
         Ok(SqlClient::new(Db {

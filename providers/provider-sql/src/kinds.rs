@@ -1,5 +1,4 @@
-//! What the SQL clients need from the kinds of either group: [`SqlKind`] (the config reference and the
-//! scope) and, per kind, access to the parameters and the observation.
+//! What the SQL clients need from the kinds of either group: [`SqlKind`] (the group and the scope) and, per kind, access to the parameters and the observation.
 
 use kube::ResourceExt;
 use managed::Managed;
@@ -8,33 +7,10 @@ use crate::types::{
     DatabaseParameters, GrantParameters, RoleObservation, RoleParameters, SecretKeyRef, cluster, namespaced,
 };
 
-/// Which config a resource uses.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum ConfigRef {
-    /// A cluster-scoped `postgresql.sql.crossplane.io` ProviderConfig.
-    Legacy(String),
-    /// A `postgresql.sql.m.crossplane.io` ProviderConfig in the given namespace.
-    Namespaced(String, String),
-    /// A `postgresql.sql.m.crossplane.io` ClusterProviderConfig.
-    Cluster(String),
-}
-
-impl std::fmt::Display for ConfigRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Legacy(n) => write!(f, "ProviderConfig {n:?}"),
-            Self::Namespaced(ns, n) => write!(f, "ProviderConfig {ns}/{n}"),
-            Self::Cluster(n) => write!(f, "ClusterProviderConfig {n:?}"),
-        }
-    }
-}
-
 /// Any kind of this provider.
 pub trait SqlKind: Managed {
     /// The API group.
     const GROUP: &'static str;
-    /// The config to use, or why there is none.
-    fn config_ref(&self) -> Result<ConfigRef, String>;
     /// The namespace references and secrets resolve in (`None` for cluster-scoped kinds).
     fn local_namespace(&self) -> Option<String>;
 }
@@ -81,14 +57,6 @@ macro_rules! cluster_kind {
     ($ty:ty) => {
         impl SqlKind for $ty {
             const GROUP: &'static str = cluster::GROUP;
-            fn config_ref(&self) -> Result<ConfigRef, String> {
-                self.spec
-                    .resource_spec
-                    .provider_config_ref
-                    .as_ref()
-                    .map(|r| ConfigRef::Legacy(r.name.clone()))
-                    .ok_or_else(|| "no providerConfigRef set".to_owned())
-            }
             fn local_namespace(&self) -> Option<String> {
                 None
             }
@@ -100,24 +68,6 @@ macro_rules! namespaced_kind {
     ($ty:ty) => {
         impl SqlKind for $ty {
             const GROUP: &'static str = namespaced::GROUP;
-            fn config_ref(&self) -> Result<ConfigRef, String> {
-                let r = self
-                    .spec
-                    .resource_spec
-                    .provider_config_ref
-                    .as_ref()
-                    .ok_or_else(|| "no providerConfigRef set".to_owned())?;
-                match r.kind.as_str() {
-                    "ProviderConfig" => Ok(ConfigRef::Namespaced(
-                        self.namespace().unwrap_or_default(),
-                        r.name.clone(),
-                    )),
-                    "ClusterProviderConfig" => Ok(ConfigRef::Cluster(r.name.clone())),
-                    other => Err(format!(
-                        "providerConfigRef.kind {other:?} is not ProviderConfig or ClusterProviderConfig"
-                    )),
-                }
-            }
             fn local_namespace(&self) -> Option<String> {
                 self.namespace()
             }

@@ -220,3 +220,5 @@ pub struct ProviderConfigSpec {
     /// The credentials.
     pub credentials: ProviderCredentials,
 }
+
+managed::impl_provider_config!(ProviderConfigSpec: cluster::ProviderConfig, namespaced::ProviderConfig, namespaced::ClusterProviderConfig);

@@ -317,3 +317,5 @@ pub struct ProviderConfigSpec {
     #[serde(default)]
     pub ssl_mode: SslMode,
 }
+
+managed::impl_provider_config!(ProviderConfigSpec: cluster::ProviderConfig, namespaced::ProviderConfig, namespaced::ClusterProviderConfig);
