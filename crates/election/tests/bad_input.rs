@@ -76,6 +76,45 @@ async fn time_to_lead(c: &mut RustCandidate, timeout: Duration) -> anyhow::Resul
     Ok(start.elapsed())
 }
 
+/// Puts an annotation that is not JSON on the ConfigMap and starts one candidate on a lock of `kind`.
+/// It follows an unknown holder, takes over after about one lease duration, and writes its own record
+/// into the annotation while the ConfigMap keeps its data. Returns that record and the candidate.
+async fn not_json_is_overwritten(
+    cluster: &testenv::Cluster,
+    client: &kube::Client,
+    ns: &str,
+    kind: LockKind,
+) -> anyhow::Result<(serde_json::Value, RustCandidate)> {
+    put_configmap(client, ns, "this is not json").await?;
+    let mut c = RustCandidate::spawn_kind(cluster, ns, NAME, "me", kind).await?;
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        c.rx.wait_for(
+            |l| matches!(l, Leadership::Following { leader: Some(x) } if x == election::UNKNOWN_LEADER),
+        ),
+    )
+    .await??;
+    let took = time_to_lead(&mut c, FAST.lease + Duration::from_secs(3)).await?;
+    assert!(
+        took >= FAST.lease - Duration::from_secs(1),
+        "took over after only {took:?}"
+    );
+    let cm = common::configmap(client, ns, NAME).await?.context("configmap")?;
+    let raw = cm
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION))
+        .context("annotation")?;
+    let record: serde_json::Value = serde_json::from_str(raw)?;
+    assert_eq!(record["holderIdentity"], "me");
+    assert_eq!(
+        cm.data.as_ref().and_then(|d| d.get("keep")).map(String::as_str),
+        Some("me")
+    );
+    Ok((record, c))
+}
+
 /// A record whose holder is missing, `""` or `null` is released: acquired at once even with a one-hour
 /// duration.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -323,35 +362,7 @@ async fn lease_values_the_apiserver_refuses_or_stores() -> anyhow::Result<()> {
 async fn garbage_annotation_on_the_migration_lock() -> anyhow::Result<()> {
     let (cluster, ns) = common::bed("election-bad-multi").await?;
     let client = common::client(&cluster, "setup").await?;
-    put_configmap(&client, &ns, "this is not json").await?;
-    let mut c = RustCandidate::spawn_kind(&cluster, &ns, NAME, "me", LockKind::ConfigMapAndLease).await?;
-    tokio::time::timeout(
-        Duration::from_secs(5),
-        c.rx.wait_for(
-            |l| matches!(l, Leadership::Following { leader: Some(x) } if x == election::UNKNOWN_LEADER),
-        ),
-    )
-    .await??;
-    let took = time_to_lead(&mut c, FAST.lease + Duration::from_secs(3)).await?;
-    assert!(
-        took >= FAST.lease - Duration::from_secs(1),
-        "took over after only {took:?}"
-    );
-    let cm = common::configmap(&client, &ns, NAME)
-        .await?
-        .context("configmap")?;
-    let raw = cm
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION))
-        .context("annotation")?;
-    let record: serde_json::Value = serde_json::from_str(raw)?;
-    assert_eq!(record["holderIdentity"], "me");
-    assert_eq!(
-        cm.data.as_ref().and_then(|d| d.get("keep")).map(String::as_str),
-        Some("me")
-    );
+    let (_, mut c) = not_json_is_overwritten(&cluster, &client, &ns, LockKind::ConfigMapAndLease).await?;
     let lease = common::lease(&client, &ns, NAME)
         .await?
         .and_then(|l| l.spec)
@@ -388,36 +399,8 @@ async fn garbage_annotation_on_the_migration_lock() -> anyhow::Result<()> {
 async fn annotation_that_is_not_json_is_overwritten_after_a_lease_duration() -> anyhow::Result<()> {
     let (cluster, ns) = common::bed("election-bad-json").await?;
     let client = common::client(&cluster, "setup").await?;
-    put_configmap(&client, &ns, "this is not json").await?;
-    let mut c = RustCandidate::spawn_kind(&cluster, &ns, NAME, "me", LockKind::ConfigMap).await?;
-    tokio::time::timeout(
-        Duration::from_secs(5),
-        c.rx.wait_for(
-            |l| matches!(l, Leadership::Following { leader: Some(x) } if x == election::UNKNOWN_LEADER),
-        ),
-    )
-    .await??;
-    let took = time_to_lead(&mut c, FAST.lease + Duration::from_secs(3)).await?;
-    assert!(
-        took >= FAST.lease - Duration::from_secs(1),
-        "took over after only {took:?}"
-    );
-    let cm = common::configmap(&client, &ns, NAME)
-        .await?
-        .context("configmap")?;
-    let raw = cm
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION))
-        .context("annotation")?;
-    let record: serde_json::Value = serde_json::from_str(raw)?;
-    assert_eq!(record["holderIdentity"], "me");
+    let (record, mut c) = not_json_is_overwritten(&cluster, &client, &ns, LockKind::ConfigMap).await?;
     assert_eq!(record["leaderTransitions"], 1);
-    assert_eq!(
-        cm.data.as_ref().and_then(|d| d.get("keep")).map(String::as_str),
-        Some("me")
-    );
     c.stop().await?;
     Ok(())
 }
