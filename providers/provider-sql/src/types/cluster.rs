@@ -1,6 +1,6 @@
 //! `postgresql.sql.crossplane.io`: the cluster-scoped (legacy) kinds and their ProviderConfig.
 
-use apis::{ProviderConfigStatus, ResourceSpec};
+use apis::ProviderConfigStatus;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -13,87 +13,15 @@ use super::{
 /// The API group.
 pub const GROUP: &str = "postgresql.sql.crossplane.io";
 
-/// A PostgreSQL Role.
-#[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(
-    group = "postgresql.sql.crossplane.io",
-    version = "v1alpha1",
-    kind = "Role",
-    plural = "roles",
-    status = "RoleStatus",
-    category = "crossplane",
-    category = "managed",
-    category = "sql",
-    printcolumn = r#"{"name":"READY","type":"string","jsonPath":".status.conditions[?(@.type=='Ready')].status"}"#,
-    printcolumn = r#"{"name":"SYNCED","type":"string","jsonPath":".status.conditions[?(@.type=='Synced')].status"}"#,
-    printcolumn = r#"{"name":"EXTERNAL-NAME","type":"string","jsonPath":".metadata.annotations.crossplane\\.io/external-name"}"#,
-    printcolumn = r#"{"name":"AGE","type":"date","jsonPath":".metadata.creationTimestamp"}"#
-)]
-#[serde(rename_all = "camelCase")]
-pub struct RoleSpec {
-    /// The shared managed-resource fields.
-    #[serde(flatten)]
-    pub resource_spec: ResourceSpec,
-    /// The desired state.
-    #[serde(default)]
-    pub for_provider: RoleParameters,
-}
+sql_kind!(cluster "postgresql.sql.crossplane.io", "Role", "roles", "A PostgreSQL Role.", RoleSpec(RoleParameters), "RoleStatus");
 
 managed::impl_managed!(cluster Role);
 
-/// A PostgreSQL Database.
-#[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(
-    group = "postgresql.sql.crossplane.io",
-    version = "v1alpha1",
-    kind = "Database",
-    plural = "databases",
-    status = "DatabaseStatus",
-    category = "crossplane",
-    category = "managed",
-    category = "sql",
-    printcolumn = r#"{"name":"READY","type":"string","jsonPath":".status.conditions[?(@.type=='Ready')].status"}"#,
-    printcolumn = r#"{"name":"SYNCED","type":"string","jsonPath":".status.conditions[?(@.type=='Synced')].status"}"#,
-    printcolumn = r#"{"name":"EXTERNAL-NAME","type":"string","jsonPath":".metadata.annotations.crossplane\\.io/external-name"}"#,
-    printcolumn = r#"{"name":"AGE","type":"date","jsonPath":".metadata.creationTimestamp"}"#
-)]
-#[serde(rename_all = "camelCase")]
-pub struct DatabaseSpec {
-    /// The shared managed-resource fields.
-    #[serde(flatten)]
-    pub resource_spec: ResourceSpec,
-    /// The desired state.
-    #[serde(default)]
-    pub for_provider: DatabaseParameters,
-}
+sql_kind!(cluster "postgresql.sql.crossplane.io", "Database", "databases", "A PostgreSQL Database.", DatabaseSpec(DatabaseParameters), "DatabaseStatus");
 
 managed::impl_managed!(cluster Database);
 
-/// A PostgreSQL Grant.
-#[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(
-    group = "postgresql.sql.crossplane.io",
-    version = "v1alpha1",
-    kind = "Grant",
-    plural = "grants",
-    status = "GrantStatus",
-    category = "crossplane",
-    category = "managed",
-    category = "sql",
-    printcolumn = r#"{"name":"READY","type":"string","jsonPath":".status.conditions[?(@.type=='Ready')].status"}"#,
-    printcolumn = r#"{"name":"SYNCED","type":"string","jsonPath":".status.conditions[?(@.type=='Synced')].status"}"#,
-    printcolumn = r#"{"name":"EXTERNAL-NAME","type":"string","jsonPath":".metadata.annotations.crossplane\\.io/external-name"}"#,
-    printcolumn = r#"{"name":"AGE","type":"date","jsonPath":".metadata.creationTimestamp"}"#
-)]
-#[serde(rename_all = "camelCase")]
-pub struct GrantSpec {
-    /// The shared managed-resource fields.
-    #[serde(flatten)]
-    pub resource_spec: ResourceSpec,
-    /// The desired state.
-    #[serde(default)]
-    pub for_provider: GrantParameters,
-}
+sql_kind!(cluster "postgresql.sql.crossplane.io", "Grant", "grants", "A PostgreSQL Grant.", GrantSpec(GrantParameters), "GrantStatus");
 
 managed::impl_managed!(cluster Grant);
 

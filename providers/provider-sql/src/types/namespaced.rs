@@ -1,7 +1,7 @@
 //! `postgresql.sql.m.crossplane.io`: the namespaced (Crossplane v2) kinds, ProviderConfig and
 //! ClusterProviderConfig.
 
-use apis::{ManagedResourceSpec, ProviderConfigStatus};
+use apis::ProviderConfigStatus;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -14,90 +14,15 @@ use super::{
 /// The API group.
 pub const GROUP: &str = "postgresql.sql.m.crossplane.io";
 
-/// A PostgreSQL Role.
-#[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(
-    group = "postgresql.sql.m.crossplane.io",
-    version = "v1alpha1",
-    kind = "Role",
-    plural = "roles",
-    namespaced,
-    status = "RoleStatus",
-    category = "crossplane",
-    category = "managed",
-    category = "sql",
-    printcolumn = r#"{"name":"READY","type":"string","jsonPath":".status.conditions[?(@.type=='Ready')].status"}"#,
-    printcolumn = r#"{"name":"SYNCED","type":"string","jsonPath":".status.conditions[?(@.type=='Synced')].status"}"#,
-    printcolumn = r#"{"name":"EXTERNAL-NAME","type":"string","jsonPath":".metadata.annotations.crossplane\\.io/external-name"}"#,
-    printcolumn = r#"{"name":"AGE","type":"date","jsonPath":".metadata.creationTimestamp"}"#
-)]
-#[serde(rename_all = "camelCase")]
-pub struct RoleSpec {
-    /// The shared managed-resource fields.
-    #[serde(flatten)]
-    pub resource_spec: ManagedResourceSpec,
-    /// The desired state.
-    #[serde(default)]
-    pub for_provider: RoleParameters,
-}
+sql_kind!(namespaced "postgresql.sql.m.crossplane.io", "Role", "roles", "A PostgreSQL Role.", RoleSpec(RoleParameters), "RoleStatus");
 
 managed::impl_managed!(namespaced Role);
 
-/// A PostgreSQL Database.
-#[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(
-    group = "postgresql.sql.m.crossplane.io",
-    version = "v1alpha1",
-    kind = "Database",
-    plural = "databases",
-    namespaced,
-    status = "DatabaseStatus",
-    category = "crossplane",
-    category = "managed",
-    category = "sql",
-    printcolumn = r#"{"name":"READY","type":"string","jsonPath":".status.conditions[?(@.type=='Ready')].status"}"#,
-    printcolumn = r#"{"name":"SYNCED","type":"string","jsonPath":".status.conditions[?(@.type=='Synced')].status"}"#,
-    printcolumn = r#"{"name":"EXTERNAL-NAME","type":"string","jsonPath":".metadata.annotations.crossplane\\.io/external-name"}"#,
-    printcolumn = r#"{"name":"AGE","type":"date","jsonPath":".metadata.creationTimestamp"}"#
-)]
-#[serde(rename_all = "camelCase")]
-pub struct DatabaseSpec {
-    /// The shared managed-resource fields.
-    #[serde(flatten)]
-    pub resource_spec: ManagedResourceSpec,
-    /// The desired state.
-    #[serde(default)]
-    pub for_provider: DatabaseParameters,
-}
+sql_kind!(namespaced "postgresql.sql.m.crossplane.io", "Database", "databases", "A PostgreSQL Database.", DatabaseSpec(DatabaseParameters), "DatabaseStatus");
 
 managed::impl_managed!(namespaced Database);
 
-/// A PostgreSQL Grant.
-#[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(
-    group = "postgresql.sql.m.crossplane.io",
-    version = "v1alpha1",
-    kind = "Grant",
-    plural = "grants",
-    namespaced,
-    status = "GrantStatus",
-    category = "crossplane",
-    category = "managed",
-    category = "sql",
-    printcolumn = r#"{"name":"READY","type":"string","jsonPath":".status.conditions[?(@.type=='Ready')].status"}"#,
-    printcolumn = r#"{"name":"SYNCED","type":"string","jsonPath":".status.conditions[?(@.type=='Synced')].status"}"#,
-    printcolumn = r#"{"name":"EXTERNAL-NAME","type":"string","jsonPath":".metadata.annotations.crossplane\\.io/external-name"}"#,
-    printcolumn = r#"{"name":"AGE","type":"date","jsonPath":".metadata.creationTimestamp"}"#
-)]
-#[serde(rename_all = "camelCase")]
-pub struct GrantSpec {
-    /// The shared managed-resource fields.
-    #[serde(flatten)]
-    pub resource_spec: ManagedResourceSpec,
-    /// The desired state.
-    #[serde(default)]
-    pub for_provider: GrantParameters,
-}
+sql_kind!(namespaced "postgresql.sql.m.crossplane.io", "Grant", "grants", "A PostgreSQL Grant.", GrantSpec(GrantParameters), "GrantStatus");
 
 managed::impl_managed!(namespaced Grant);
 
