@@ -1,5 +1,5 @@
 //! `cargo xtask chaos [--changes N] [--nop-resources N] [--xrs N]`: the full fault schedule of issue 8
-//! (see `tests/e2e/src/schedule.rs`) on a control plane of its own, until at least `N` leadership
+//! (see `tests/e2e/src/schedule/`) on a control plane of its own, until at least `N` leadership
 //! changes (100 by default) with 200 NopResources; prints changes per fault kind, the checker's result
 //! and the time taken. The bounded version runs in `cargo xtask test` (`tests/e2e/tests/faults.rs`).
 

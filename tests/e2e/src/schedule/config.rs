@@ -1,0 +1,81 @@
+//! What to run: the builds, the Lease timings, and the size and limits of a run.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::Group;
+
+/// The four builds the schedule runs.
+#[derive(Debug, Clone)]
+pub struct Binaries {
+    /// provider-nop reporting [`CURRENT_VERSION`](super::CURRENT_VERSION).
+    pub nop: PathBuf,
+    /// provider-nop reporting [`NEXT_VERSION`](super::NEXT_VERSION).
+    pub nop_next: PathBuf,
+    /// The core reporting [`CURRENT_VERSION`](super::CURRENT_VERSION).
+    pub core: PathBuf,
+    /// The core reporting [`NEXT_VERSION`](super::NEXT_VERSION).
+    pub core_next: PathBuf,
+}
+
+impl Binaries {
+    /// The builds of this package's `src/bin` in a Cargo profile directory such as `target/debug`.
+    pub fn in_dir(dir: &Path) -> Binaries {
+        Binaries {
+            nop: dir.join("e2e-provider-nop"),
+            nop_next: dir.join("e2e-provider-nop-next"),
+            core: dir.join("e2e-crossplane"),
+            core_next: dir.join("e2e-crossplane-next"),
+        }
+    }
+
+    pub(super) fn get(&self, group: Group, next: bool) -> &Path {
+        match (group, next) {
+            (Group::Nop, false) => &self.nop,
+            (Group::Nop, true) => &self.nop_next,
+            (Group::Core, false) => &self.core,
+            (Group::Core, true) => &self.core_next,
+        }
+    }
+}
+
+/// Lease timings of every replica.
+#[derive(Debug, Clone, Copy)]
+pub struct Timings {
+    /// `--lease-duration`.
+    pub lease: Duration,
+    /// `--renew-deadline`.
+    pub renew: Duration,
+    /// `--retry-period`.
+    pub retry: Duration,
+}
+
+impl Timings {
+    /// 4 s / 3 s / 1 s: short, so that faults are quick, with the least margin the manager accepts.
+    pub const FAST: Timings = Timings {
+        lease: Duration::from_secs(4),
+        renew: Duration::from_secs(3),
+        retry: Duration::from_secs(1),
+    };
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The builds.
+    pub binaries: Binaries,
+    /// Stand-alone NopResources.
+    pub nop_resources: usize,
+    /// XRs, each composing one NopResource.
+    pub xrs: usize,
+    /// Stop injecting faults once this many leadership changes were observed.
+    pub min_changes: usize,
+    /// Give up (a failure) if the faults take longer than this.
+    pub time_limit: Duration,
+    /// Lease timings.
+    pub timings: Timings,
+    /// Where replica logs and kubeconfigs go.
+    pub log_dir: PathBuf,
+    /// Print a line per fault on stderr as it happens.
+    pub verbose: bool,
+}

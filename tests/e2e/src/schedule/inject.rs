@@ -1,0 +1,164 @@
+//! Injecting one fault: on one group's leader (kill, SIGTERM, SIGSTOP, relay cut, clock skew, rolling
+//! update) or on the whole control plane (apiserver restart, etcd pause), and recovering from it.
+
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use jiff::Timestamp;
+use nix::sys::signal::Signal;
+
+use super::world::World;
+use super::{CLOCK_OFFSET, CURRENT_VERSION, Fault, Group, NEXT_VERSION, REPLICAS, TAKEOVER_TIMEOUT};
+
+/// How long the apiserver gets to exit after SIGTERM in an apiserver restart.
+const APISERVER_STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// A leader frozen by the schedule: who, and when it was let go again.
+pub(super) struct Pause {
+    pub(super) identity: String,
+    pub(super) resumed: Timestamp,
+}
+
+impl World<'_> {
+    pub(super) async fn inject(&mut self, fault: Fault, group: Option<Group>) -> anyhow::Result<String> {
+        let t = self.config.timings;
+        let beyond_lease = t.lease + Duration::from_secs(1);
+        let Some(group) = group else {
+            return self.global(fault, beyond_lease).await;
+        };
+        let leader = self.wait_leader(group, None, TAKEOVER_TIMEOUT).await?;
+        let slot = self.slot_of(&leader).context("the leader's slot")?;
+        match fault {
+            Fault::Kill => {
+                self.kill(slot, "SIGKILL (schedule)")?;
+                let next = self.wait_leader(group, Some(&leader), TAKEOVER_TIMEOUT).await?;
+                self.spawn(slot, None)?;
+                Ok(format!("{leader} -> {next}"))
+            }
+            Fault::Term => {
+                self.terminate(slot, "SIGTERM (schedule)").await?;
+                let next = self.wait_leader(group, Some(&leader), TAKEOVER_TIMEOUT).await?;
+                self.spawn(slot, None)?;
+                Ok(format!("{leader} -> {next}"))
+            }
+            Fault::Stop => {
+                self.replica(slot)?.signal(Signal::SIGSTOP)?;
+                tokio::time::sleep(beyond_lease).await;
+                let next = self.wait_leader(group, Some(&leader), TAKEOVER_TIMEOUT).await;
+                self.pauses.push(Pause {
+                    identity: leader.clone(),
+                    resumed: Timestamp::now(),
+                });
+                self.replica(slot)?.signal(Signal::SIGCONT)?;
+                let next = next?;
+                Ok(format!("{leader} stopped {beyond_lease:?} -> {next}"))
+            }
+            Fault::RelayCut => {
+                let cut = self.slots[slot].relay.cut().await?;
+                tokio::time::sleep(beyond_lease).await;
+                let next = self.wait_leader(group, Some(&leader), TAKEOVER_TIMEOUT).await;
+                self.slots[slot].relay.restore().await?;
+                let next = next?;
+                Ok(format!(
+                    "{leader} cut off {beyond_lease:?} ({cut} connections) -> {next}"
+                ))
+            }
+            Fault::ClockSkew => self.clock_skew(group, &leader).await,
+            Fault::RollingUpdate => self.rolling_update(group, &leader).await,
+            Fault::ApiserverRestart | Fault::EtcdPause => unreachable!("global faults have no group"),
+        }
+    }
+
+    async fn global(&mut self, fault: Fault, beyond_lease: Duration) -> anyhow::Result<String> {
+        let mut before = Vec::new();
+        for g in Group::ALL {
+            before.push(self.wait_leader(g, None, TAKEOVER_TIMEOUT).await?);
+        }
+        let begin = Instant::now();
+        match fault {
+            Fault::ApiserverRestart => {
+                // SIGTERM; it stops serving at once, but then waits for long-running requests for up
+                // to the test bed's 15 s stop grace. Give it 3 s before SIGKILL, then start it again.
+                self.cp.apiserver().stop(APISERVER_STOP_GRACE)?;
+                self.cp.restart_apiserver().await?;
+            }
+            Fault::EtcdPause => {
+                self.cp.etcd().pause()?;
+                tokio::time::sleep(beyond_lease).await;
+                self.cp.etcd().resume()?;
+            }
+            _ => bail!("{fault} is not a fault of the control plane"),
+        }
+        let outage = begin.elapsed();
+        let mut out = format!("{:.1}s:", outage.as_secs_f64());
+        for (g, old) in Group::ALL.into_iter().zip(before) {
+            let now = self.wait_leader(g, None, TAKEOVER_TIMEOUT).await?;
+            let _ = write!(out, " {old} -> {now}");
+        }
+        Ok(out)
+    }
+
+    async fn clock_skew(&mut self, group: Group, leader: &str) -> anyhow::Result<String> {
+        let leader_slot = self.slot_of(leader).context("the leader's slot")?;
+        let slot = self
+            .slots
+            .iter()
+            .position(|s| s.group == group && s.index == (self.slots[leader_slot].index + 1) % REPLICAS)
+            .context("a standby slot")?;
+        let offset = format!("{}{CLOCK_OFFSET}", if self.skew_forward { '+' } else { '-' });
+        self.skew_forward = !self.skew_forward;
+        self.terminate(slot, "SIGTERM (schedule: restart with a skewed clock)")
+            .await?;
+        self.spawn(slot, Some(offset.clone()))?;
+        let skewed = self.replica(slot)?.identity.clone();
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let mut chain = vec![leader.to_owned()];
+        let mut current = leader.to_owned();
+        for _ in 0..4 {
+            if current == skewed {
+                break;
+            }
+            let s = self.slot_of(&current).context("the leader's slot")?;
+            self.terminate(s, "SIGTERM (schedule: hand over to the skewed replica)")
+                .await?;
+            current = self.wait_leader(group, Some(&current), TAKEOVER_TIMEOUT).await?;
+            self.spawn(s, None)?;
+            chain.push(current.clone());
+        }
+        if current != skewed {
+            bail!("the replica with FAKETIME={offset} ({skewed}) never took the lease: {chain:?}");
+        }
+        // Let it lead (and renew) with its skewed clock for a while.
+        tokio::time::sleep(self.config.timings.lease).await;
+        Ok(format!("{skewed} FAKETIME={offset}: {}", chain.join(" -> ")))
+    }
+
+    async fn rolling_update(&mut self, group: Group, leader: &str) -> anyhow::Result<String> {
+        let leader_slot = self.slot_of(leader).context("the leader's slot")?;
+        let target = !self.slots[leader_slot].next;
+        let version = if target { NEXT_VERSION } else { CURRENT_VERSION };
+        let mut order: Vec<usize> = (0..self.slots.len())
+            .filter(|&i| self.slots[i].group == group && i != leader_slot)
+            .collect();
+        order.push(leader_slot);
+        let mut replaced = Vec::new();
+        for i in order {
+            let old = self.replica(i)?.identity.clone();
+            self.terminate(i, "SIGTERM (schedule: rolling update)").await?;
+            if i == leader_slot {
+                let next = self.wait_leader(group, Some(&old), TAKEOVER_TIMEOUT).await?;
+                replaced.push(format!("leader {old} -> {next}"));
+            }
+            self.slots[i].next = target;
+            self.spawn(i, None)?;
+            let new = self.replica(i)?.identity.clone();
+            if i != leader_slot {
+                replaced.push(format!("{old}=>{new}"));
+                // Old and new builds run side by side while the new one starts.
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+        Ok(format!("to {version}: {}", replaced.join(", ")))
+    }
+}

@@ -1,0 +1,137 @@
+//! The fault schedule (issue 8): three replicas of provider-nop and three of the core, on a control plane
+//! of their own, are hit with faults one after another, round-robin over the leader of the relevant
+//! Lease, until enough leadership changes have happened. Then the audit-log [`checker`](crate::checker)
+//! must find no write outside its writer's term, every resource must end Ready, nothing may be
+//! duplicated, and no process may have exited except where the schedule stopped it.
+//!
+//! # Setup
+//!
+//! - provider-nop replicas reconcile `nop_resources` NopResources (Ready after 1 s, each with a
+//!   connection secret), which a background task keeps changing (about ten spec patches a second);
+//! - core replicas compose one NopResource (with its own connection secret) for each of `xrs` XRs,
+//!   whose `spec.n` the same task keeps changing, and the provider makes those Ready too;
+//! - each replica reaches the apiserver through its own loopback [`Relay`](crate::relay::Relay), so one
+//!   replica alone can be cut off;
+//! - identities are `<nop|core>-<slot>-<generation>`: a restarted replica is a new candidate, as a new
+//!   pod of a Deployment is, so every takeover is a change of holder in the Lease.
+//!
+//! # Faults
+//!
+//! [`Fault::ALL`], in order, each aimed at the leader of one group (alternating provider-nop and core,
+//! so that over two rounds every fault hits both Leases):
+//!
+//! - [`Fault::Kill`]: SIGKILL the leader, wait for a standby to take over, start a new replica;
+//! - [`Fault::Term`]: SIGTERM the leader (it must exit 0, releasing the Lease), then start a new one;
+//! - [`Fault::Stop`]: SIGSTOP the leader for longer than the lease, SIGCONT it after a standby took over;
+//! - [`Fault::ApiserverRestart`]: restart the apiserver (both Leases);
+//! - [`Fault::RelayCut`]: cut only the leader's relay for longer than the lease, then restore it;
+//! - [`Fault::ClockSkew`]: restart a standby under libfaketime (`FAKETIME=+5m`, the next time `-5m`;
+//!   the monotonic clock is left alone), then SIGTERM leaders until the skewed replica leads;
+//! - [`Fault::EtcdPause`]: SIGSTOP etcd for longer than the lease (so longer than the renew deadline);
+//! - [`Fault::RollingUpdate`]: replace the group's replicas one by one with the other build (standbys
+//!   first, the leader last), so that two builds with different version strings run side by side. The
+//!   second build is `e2e-<binary>-next`, the same code reporting [`NEXT_VERSION`]; the next rolling
+//!   update of the group goes back.
+//!
+//! Leadership changes are counted from the audit log (a term of a new holder starting) and attributed
+//! to the fault during which they happened. The apiserver restart and the etcd pause leave the choice of
+//! the next leader to a race (the old leader may win it back), so they need not cause a change.
+//!
+//! # Writes in flight when a leader is frozen
+//!
+//! The fence is checked before a write is handed to kube, and again under kube's request buffer (each
+//! term's client carries `manager::gate::FenceLayer`); between that check and the socket there are still
+//! the transport's hops (hyper's connection pool and connection task). A SIGSTOP that
+//! lands in that gap freezes a write that was legitimately begun during the term, and it leaves the
+//! process the moment SIGCONT lets it run, seconds after the term ended. No client-side check can close
+//! that gap (it is the classic argument for fencing tokens); the apiserver's optimistic concurrency
+//! refuses such a write with 409 when the new leader has written the object since. The schedule records
+//! when it sent each SIGCONT; a late write of the stopped replica that arrives within
+//! [`IN_FLIGHT_GRACE`] of it is reported in [`Report::in_flight_at_stop`] with its HTTP status instead of
+//! as a violation. A write begun after SIGCONT would have been refused by the fence, so anything later
+//! (or from anyone else) is still a violation.
+//!
+//! This module is test machinery: its errors are `anyhow` errors that end up in a test failure or in
+//! `cargo xtask chaos`'s exit code.
+
+mod check;
+mod config;
+mod driver;
+mod fault;
+mod group;
+mod inject;
+mod leadership;
+mod replica;
+mod report;
+mod settle;
+mod workload;
+mod world;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use testenv::ControlPlane;
+
+pub use config::{Binaries, Config, Timings};
+pub use fault::Fault;
+pub use group::Group;
+pub use report::{FaultRecord, ReplicaRecord, Report};
+
+use world::World;
+
+/// The version string of the second build (`e2e-provider-nop-next`, `e2e-crossplane-next`).
+pub const NEXT_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "+next");
+/// The version string of the first build, the package's.
+pub const CURRENT_VERSION: &str = env!("CARGO_PKG_VERSION");
+/// libfaketime, from the Debian/Ubuntu package `libfaketime`.
+pub const LIBFAKETIME: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+/// The offset applied to a skewed replica's wall clock, forward and backward in turn.
+pub const CLOCK_OFFSET: &str = "5m";
+
+const REPLICAS: usize = 3;
+const XR_GROUP: &str = "faults.example.org";
+const POLL: Duration = Duration::from_millis(100);
+/// How long a new leader may take after a fault.
+const TAKEOVER_TIMEOUT: Duration = Duration::from_secs(45);
+/// How soon after SIGCONT a write of the stopped replica counts as having been in flight at SIGSTOP.
+pub const IN_FLIGHT_GRACE: Duration = Duration::from_millis(500);
+
+/// Runs the schedule on `cp`, which it disrupts (use a control plane of its own).
+pub async fn run(cp: &mut ControlPlane, config: &Config) -> anyhow::Result<Report> {
+    preflight(config)?;
+    std::fs::create_dir_all(&config.log_dir)
+        .with_context(|| format!("creating {}", config.log_dir.display()))?;
+    let started = Instant::now();
+    let mut world = World::new(cp, config).await?;
+    let result = world.run(started).await;
+    world.stop_all();
+    let mut report = result.with_context(|| {
+        format!(
+            "the fault schedule failed after {:.0}s; replica logs in {}",
+            started.elapsed().as_secs_f64(),
+            config.log_dir.display()
+        )
+    })?;
+    report.replicas = world.history.clone();
+    Ok(report)
+}
+
+fn preflight(config: &Config) -> anyhow::Result<()> {
+    if !Path::new(LIBFAKETIME).exists() {
+        bail!(
+            "libfaketime is missing ({LIBFAKETIME}): the clock-skew fault needs it. Install the package \
+             `libfaketime` (apt-get install libfaketime; .ci/run does)."
+        );
+    }
+    let b = &config.binaries;
+    for p in [&b.nop, &b.nop_next, &b.core, &b.core_next] {
+        if !p.exists() {
+            bail!(
+                "{} is missing: build it with `cargo build -p e2e --bins`",
+                p.display()
+            );
+        }
+    }
+    Ok(())
+}

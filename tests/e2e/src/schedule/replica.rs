@@ -1,0 +1,286 @@
+//! The replica pool: one [`Slot`] per replica (its relay and kubeconfig), and the processes that run
+//! in them: starting, signalling, reaping, and noticing those that exit on their own.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use super::world::World;
+use super::{CURRENT_VERSION, Group, LIBFAKETIME, NEXT_VERSION, ReplicaRecord};
+use crate::relay::Relay;
+
+/// How long a replica gets to exit after SIGTERM (its graceful-shutdown timeout is 10 s).
+const EXIT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A running replica process. Killed when dropped.
+pub(super) struct Replica {
+    pub(super) identity: String,
+    child: Child,
+    record: usize,
+}
+
+impl Replica {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub(super) fn signal(&self, sig: Signal) -> anyhow::Result<()> {
+        let pid = i32::try_from(self.pid()).context("PID out of range")?;
+        kill(Pid::from_raw(pid), sig).with_context(|| format!("sending {sig} to {}", self.identity))
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One replica's place: its relay and kubeconfig outlive the processes that run in it.
+pub(super) struct Slot {
+    pub(super) group: Group,
+    pub(super) index: usize,
+    pub(super) relay: Relay,
+    pub(super) kubeconfig: PathBuf,
+    pub(super) generation: usize,
+    pub(super) next: bool,
+    pub(super) replica: Option<Replica>,
+}
+
+fn log_tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+fn exit_text(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(sig)) => format!("signal {sig}"),
+        _ => format!("{status}"),
+    }
+}
+
+async fn wait_exit(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{}ms", d.as_millis())
+}
+
+impl World<'_> {
+    pub(super) fn spawn(&mut self, slot: usize, clock: Option<String>) -> anyhow::Result<()> {
+        let config = self.config;
+        let ns = self.ns.clone();
+        let s = &mut self.slots[slot];
+        s.generation += 1;
+        let identity = format!("{}-{}-{}", s.group.short(), s.index, s.generation);
+        let binary = config.binaries.get(s.group, s.next);
+        let version = if s.next { NEXT_VERSION } else { CURRENT_VERSION };
+        let t = config.timings;
+        let mut args: Vec<String> = Vec::new();
+        if s.group == Group::Core {
+            args.extend([
+                "core".into(),
+                "start".into(),
+                "--poll-interval".into(),
+                "30s".into(),
+            ]);
+        } else {
+            args.extend([
+                "--poll".into(),
+                "30s".into(),
+                "--max-reconcile-rate".into(),
+                "50".into(),
+            ]);
+        }
+        args.extend([
+            "--kubeconfig".into(),
+            s.kubeconfig.display().to_string(),
+            "--leader-election".into(),
+            "--leader-election-namespace".into(),
+            ns,
+            "--leader-election-id".into(),
+            s.group.lease().into(),
+            "--leader-election-identity".into(),
+            identity.clone(),
+            "--lease-duration".into(),
+            ms(t.lease),
+            "--renew-deadline".into(),
+            ms(t.renew),
+            "--retry-period".into(),
+            ms(t.retry),
+            "--graceful-shutdown-timeout".into(),
+            "10s".into(),
+            "--metrics-bind-address".into(),
+            "0".into(),
+            "--health-probe-bind-address".into(),
+            "0".into(),
+        ]);
+        let log = config.log_dir.join(format!("{identity}.log"));
+        let out = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let err = out.try_clone()?;
+        let mut cmd = Command::new(binary);
+        cmd.args(&args)
+            .env_remove("KUBECONFIG")
+            .env_remove("POD_NAME")
+            .env_remove("POD_NAMESPACE")
+            .env_remove("LEADER_ELECTION")
+            .env_remove("LD_PRELOAD")
+            .env_remove("FAKETIME")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err);
+        if let Some(offset) = &clock {
+            cmd.env("LD_PRELOAD", LIBFAKETIME)
+                .env("FAKETIME", offset)
+                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+        }
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("starting {}", binary.display()))?;
+        let record = self.history.len();
+        self.history.push(ReplicaRecord {
+            identity: identity.clone(),
+            group: s.group,
+            version,
+            clock,
+            pid: child.id(),
+            log,
+            ended_by: None,
+            exit: None,
+        });
+        s.replica = Some(Replica {
+            identity,
+            child,
+            record,
+        });
+        Ok(())
+    }
+
+    /// Records replicas that exited without the schedule stopping them, and starts new ones in their
+    /// slots so that the run goes on.
+    pub(super) fn check_processes(&mut self) {
+        let mut dead = Vec::new();
+        for (i, s) in self.slots.iter_mut().enumerate() {
+            if let Some(r) = s.replica.as_mut()
+                && let Ok(Some(status)) = r.child.try_wait()
+            {
+                let rec = &mut self.history[r.record];
+                rec.exit = Some(exit_text(status));
+                self.problems.push(format!(
+                    "{} (pid {}) exited on its own with {}; last log lines:\n{}",
+                    rec.identity,
+                    rec.pid,
+                    exit_text(status),
+                    log_tail(&rec.log, 15)
+                ));
+                s.replica = None;
+                dead.push(i);
+            }
+        }
+        for i in dead {
+            if let Err(e) = self.spawn(i, None) {
+                self.problems.push(format!("restarting a replica: {e:#}"));
+            }
+        }
+    }
+
+    pub(super) fn slot_of(&self, identity: &str) -> Option<usize> {
+        self.slots
+            .iter()
+            .position(|s| s.replica.as_ref().is_some_and(|r| r.identity == identity))
+    }
+
+    pub(super) fn replica(&self, slot: usize) -> anyhow::Result<&Replica> {
+        self.slots[slot]
+            .replica
+            .as_ref()
+            .context("the slot has no replica")
+    }
+
+    /// SIGKILLs the replica in `slot` and reaps it.
+    pub(super) fn kill(&mut self, slot: usize, why: &str) -> anyhow::Result<()> {
+        let mut r = self.slots[slot]
+            .replica
+            .take()
+            .context("the slot has no replica")?;
+        r.signal(Signal::SIGKILL)?;
+        let status = r.child.wait()?;
+        let rec = &mut self.history[r.record];
+        rec.ended_by = Some(why.into());
+        rec.exit = Some(exit_text(status));
+        Ok(())
+    }
+
+    /// SIGTERMs the replica in `slot` and waits for it to exit, which it must do cleanly (exit 0).
+    pub(super) async fn terminate(&mut self, slot: usize, why: &str) -> anyhow::Result<()> {
+        let mut r = self.slots[slot]
+            .replica
+            .take()
+            .context("the slot has no replica")?;
+        r.signal(Signal::SIGTERM)?;
+        let status = wait_exit(&mut r.child, EXIT_TIMEOUT).await;
+        let rec = &mut self.history[r.record];
+        rec.ended_by = Some(why.into());
+        match status {
+            Some(s) => {
+                rec.exit = Some(exit_text(s));
+                if !s.success() {
+                    self.problems.push(format!(
+                        "{} exited with {} after SIGTERM (expected 0); last log lines:\n{}",
+                        rec.identity,
+                        exit_text(s),
+                        log_tail(&rec.log, 15)
+                    ));
+                }
+            }
+            None => {
+                rec.exit = Some("killed: no exit within the timeout after SIGTERM".into());
+                self.problems.push(format!(
+                    "{} did not exit within {EXIT_TIMEOUT:?} of SIGTERM; last log lines:\n{}",
+                    rec.identity,
+                    log_tail(&rec.log, 15)
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops every replica with SIGTERM (each must exit 0), at the end of the run.
+    pub(super) async fn stop_replicas(&mut self) {
+        for i in 0..self.slots.len() {
+            if self.slots[i].replica.is_some()
+                && let Err(e) = self.terminate(i, "end of run").await
+            {
+                self.problems.push(format!("stopping a replica: {e:#}"));
+            }
+        }
+    }
+
+    /// Kills whatever still runs (after a failure).
+    pub(super) fn stop_all(&mut self) {
+        for s in &mut self.slots {
+            if let Some(r) = s.replica.take() {
+                let _ = r.signal(Signal::SIGCONT);
+                drop(r);
+            }
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! The state of a run ([`World`]): the control plane, the replica slots, what happened so far; and
+//! the run's phases in order (setup, faults, settling, checking).
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::Context;
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject};
+use serde_json::{Value, json};
+use testenv::ControlPlane;
+
+use super::inject::Pause;
+use super::leadership::{Observed, observe};
+use super::replica::Slot;
+use super::workload::churn;
+use super::{Config, FaultRecord, Group, REPLICAS, ReplicaRecord, Report, XR_GROUP};
+use crate::relay::Relay;
+
+pub(super) struct World<'a> {
+    pub(super) cp: &'a mut ControlPlane,
+    pub(super) config: &'a Config,
+    pub(super) client: Client,
+    pub(super) ns: String,
+    pub(super) slots: Vec<Slot>,
+    pub(super) history: Vec<ReplicaRecord>,
+    pub(super) problems: Vec<String>,
+    pub(super) faults: Vec<FaultRecord>,
+    pub(super) observed: Arc<Mutex<Observed>>,
+    pub(super) skew_forward: bool,
+    pub(super) pauses: Vec<Pause>,
+    pub(super) t0: Instant,
+}
+
+pub(super) fn dynamic(
+    client: &Client,
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+) -> Api<DynamicObject> {
+    let ar = ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: format!("{group}/{version}"),
+        kind: kind.into(),
+        plural: plural.into(),
+    };
+    Api::all_with(client.clone(), &ar)
+}
+
+/// Writes a copy of the admin kubeconfig (JSON) whose server is the relay on `port`.
+fn relay_kubeconfig(admin: &Path, port: u16, path: &Path) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(admin).with_context(|| format!("reading {}", admin.display()))?;
+    let mut doc: Value = serde_json::from_str(&text).context("the admin kubeconfig is not JSON")?;
+    let clusters = doc
+        .get_mut("clusters")
+        .and_then(Value::as_array_mut)
+        .context("the admin kubeconfig has no clusters")?;
+    for c in clusters {
+        c["cluster"]["server"] = json!(format!("https://127.0.0.1:{port}"));
+    }
+    std::fs::write(path, serde_json::to_string_pretty(&doc)?)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+impl<'a> World<'a> {
+    pub(super) async fn new(cp: &'a mut ControlPlane, config: &'a Config) -> anyhow::Result<World<'a>> {
+        let cluster = cp.cluster().clone();
+        let client = cluster.client().await?;
+        let upstream: SocketAddr = ([127, 0, 0, 1], cp.state().apiserver_port).into();
+        let mut slots = Vec::new();
+        for group in Group::ALL {
+            for index in 0..REPLICAS {
+                let relay = Relay::start(upstream).await?;
+                let kubeconfig = config
+                    .log_dir
+                    .join(format!("{}-{index}.kubeconfig", group.short()));
+                relay_kubeconfig(cluster.kubeconfig(), relay.port(), &kubeconfig)?;
+                slots.push(Slot {
+                    group,
+                    index,
+                    relay,
+                    kubeconfig,
+                    generation: 0,
+                    next: false,
+                    replica: None,
+                });
+            }
+        }
+        let ns = cluster.namespace("faults").await?;
+        Ok(World {
+            cp,
+            config,
+            client,
+            ns,
+            slots,
+            history: Vec::new(),
+            problems: Vec::new(),
+            faults: Vec::new(),
+            observed: Arc::default(),
+            skew_forward: true,
+            pauses: Vec::new(),
+            t0: Instant::now(),
+        })
+    }
+
+    pub(super) fn say(&self, msg: &str) {
+        if self.config.verbose {
+            eprintln!("[faults {:>6.1}s] {msg}", self.t0.elapsed().as_secs_f64());
+        }
+    }
+
+    pub(super) fn nops(&self) -> Api<DynamicObject> {
+        dynamic(
+            &self.client,
+            "nop.crossplane.io",
+            "v1alpha1",
+            "NopResource",
+            "nopresources",
+        )
+    }
+
+    pub(super) fn xrs(&self) -> Api<DynamicObject> {
+        dynamic(&self.client, XR_GROUP, "v1", "XFault", "xfaults")
+    }
+
+    pub(super) fn leases(&self) -> Api<Lease> {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    pub(super) async fn run(&mut self, started: Instant) -> anyhow::Result<Report> {
+        self.t0 = started;
+        self.setup().await?;
+        let setup = started.elapsed();
+        self.say(&format!("set up and converged in {:.1}s", setup.as_secs_f64()));
+
+        let observer = tokio::spawn(observe(self.leases(), self.observed.clone()));
+        let churn = tokio::spawn(churn(
+            self.nops(),
+            self.xrs(),
+            self.config.nop_resources,
+            self.config.xrs,
+        ));
+        let schedule_start = Instant::now();
+        let faults_from = Timestamp::now();
+        let outcome = self.schedule(schedule_start, faults_from).await;
+        churn.abort();
+        let _ = churn.await;
+        let faults_until = Timestamp::now();
+        let schedule = schedule_start.elapsed();
+        let live_changes = self.live_changes();
+        observer.abort();
+        let _ = observer.await;
+        outcome?;
+
+        let settle_start = Instant::now();
+        self.settle().await?;
+        let mut report = self.check(faults_from, faults_until).await?;
+        report.live_changes = live_changes;
+        report.setup = setup;
+        report.schedule = schedule;
+        report.settle = settle_start.elapsed();
+        Ok(report)
+    }
+}
