@@ -322,6 +322,11 @@ impl<K: ObjectKind> ExternalClient<K> for ObjectClient {
 
     async fn update(&mut self, mr: &mut K) -> Result<ExternalUpdate, ExternalError> {
         self.apply(mr).await?;
+        // The forced apply made the object match the manifest, which is all `SuccessfulCreate` asks
+        // for: say so now rather than at the next observe, up to NOT_READY_POLL later.
+        if mr.fields().readiness.policy == ReadinessPolicy::SuccessfulCreate {
+            apis::condition::set(mr.conditions_mut(), [Condition::available()]);
+        }
         Ok(ExternalUpdate::default())
     }
 

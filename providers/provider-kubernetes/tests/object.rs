@@ -11,7 +11,11 @@ use apis::condition::{TYPE_READY, TYPE_SYNCED};
 use common::{Process, cluster, eventually, install_crds, log_dir, replica_args};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 
-use kube::api::{ApiResource, DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
+use futures::StreamExt;
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams, WatchEvent,
+    WatchParams,
+};
 use kube::{Api, Client, ResourceExt};
 use provider_kubernetes::types::{cluster as legacy, namespaced};
 use serde_json::{Value, json};
@@ -229,7 +233,14 @@ async fn object_lifecycle() -> Result<()> {
         "{pc_json}"
     );
 
-    // Changing the manifest updates the ConfigMap.
+    // Changing the manifest updates the ConfigMap, and the Object's Ready does not flap: every status
+    // written from the change on says Ready=True (SuccessfulCreate: the forced apply made the object
+    // match), none says False until a later observe.
+    let from = objects.get("cm-a").await?.resource_version().unwrap_or_default();
+    let mut watch = objects
+        .watch(&WatchParams::default().fields("metadata.name=cm-a"), &from)
+        .await?
+        .boxed();
     objects
         .patch(
             "cm-a",
@@ -246,6 +257,23 @@ async fn object_lifecycle() -> Result<()> {
         }
     })
     .await?;
+    let mut seen = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let event = tokio::time::timeout_at(deadline, watch.next())
+            .await
+            .with_context(|| format!("no current Ready status within 15 s; saw {seen:?}"))?
+            .context("watch ended")??;
+        let WatchEvent::Modified(o) = event else { continue };
+        let v = serde_json::to_value(&o)?;
+        let ready = cond(&v, TYPE_READY).map(|c| c.0).unwrap_or_default();
+        let current = v["metadata"]["generation"] == v["status"]["observedGeneration"];
+        seen.push((ready.clone(), current));
+        ensure!(ready != "False", "Ready flapped to False on update: {seen:?}");
+        if current && ready == "True" {
+            break;
+        }
+    }
 
     // Readiness policies: DeriveFromObject and AllTrue follow the managed object's own conditions. The
     // managed object here is another Object (which gets Ready=True itself).
