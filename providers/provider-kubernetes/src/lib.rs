@@ -13,6 +13,10 @@
 //! server-side apply of that name, so a replica that takes over after a leader died mid-create applies
 //! the same object again instead of making a second one.
 //!
+//! With the default readiness policy (`SuccessfulCreate`), an update keeps the Object Ready: the forced
+//! apply made the object match the manifest. Upstream writes Ready=False from the observe that saw the
+//! change until a later observe, so composites built on Objects flap on every change.
+//!
 //! Not implemented: readiness `DeriveFromCelQuery`, `watch`, the referenced-object finalizers and the
 //! v1alpha1 cluster-scoped conversion webhook.
 #![forbid(unsafe_code)]
