@@ -4,7 +4,10 @@
 //! - `deploy/<binary>/`: a kustomize base per binary (Deployment, ServiceAccount, a Role and RoleBinding
 //!   for its Lease and events, a ClusterRole and ClusterRoleBinding from the needs its controllers
 //!   declare in code, a PodDisruptionBudget);
-//! - `deploy/kustomization.yaml`: all of it, in namespace `crossplane-system`, with the Namespace.
+//! - `deploy/kustomization.yaml`: all of it, in namespace `crossplane-system`, with the Namespace;
+//! - `deploy/fencing/`: opt-in, a ValidatingAdmissionPolicy and binding per binary that make the
+//!   apiserver refuse the binary's writes unless they come from the pod holding its Lease
+//!   (`election::admission`).
 //!
 //! Every file is YAML rendered from JSON with sorted keys; file lists are sorted. `--check` renders into
 //! memory and fails, listing the files, when `deploy/` differs.
@@ -230,6 +233,34 @@ pub fn render() -> anyhow::Result<BTreeMap<PathBuf, String>> {
             dockerfile(image, version),
         );
     }
+
+    // The server-side fence of each binary, opt-in (`kubectl apply -k deploy/fencing`): it needs every
+    // replica to run with leader election and a pod-bound token (see `election::admission`).
+    let mut fence_files = Vec::new();
+    for b in &binaries {
+        let name = format!("crossplane-rs-fence-{}", b.name);
+        let fence = election::admission::FencePolicy {
+            name: &name,
+            service_account_namespace: NAMESPACE,
+            service_account: b.name,
+            lease_namespace: NAMESPACE,
+            lease: b.lease.lease_id,
+        };
+        let objects = [
+            ("policy", serde_json::to_value(fence.policy()?)?),
+            ("binding", serde_json::to_value(fence.binding()?)?),
+        ];
+        for (kind, obj) in objects {
+            let file = format!("{}-{kind}.yaml", b.name);
+            files.insert(PathBuf::from("fencing").join(&file), yaml(&obj)?);
+            fence_files.push(file);
+        }
+    }
+    fence_files.sort();
+    files.insert(
+        "fencing/kustomization.yaml".into(),
+        yaml(&kustomization(&fence_files, None))?,
+    );
 
     files.insert(
         "namespace.yaml".into(),

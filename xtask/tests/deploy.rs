@@ -1,5 +1,6 @@
 //! The generated deploy/ against the test control plane (issue 7, must-show 1 and 3):
-//! - every manifest is schema-valid: `kubectl apply --dry-run=server -k deploy/` succeeds;
+//! - every manifest is schema-valid: `kubectl apply --dry-run=server -k deploy/` (and `-k deploy/fencing`)
+//!   succeeds;
 //! - the generated RBAC is minimal: each binary's ClusterRole and Role, bound to a ServiceAccount of
 //!   its own, allow what the binary declares and deny requests outside it.
 
@@ -76,6 +77,26 @@ async fn kustomization_applies_with_server_side_dry_run() -> Result<()> {
         ensure!(
             out.contains(kind),
             "{kind} missing from the dry run's output:\n{out}"
+        );
+    }
+    // The opt-in server-side fence: CEL that does not compile is refused here.
+    let out = kubectl(
+        c.kubeconfig(),
+        &[
+            "apply",
+            "--dry-run=server",
+            "--validate=strict",
+            "-k",
+            &deploy.join("fencing").display().to_string(),
+        ],
+    )?;
+    for kind in [
+        "validatingadmissionpolicy.admissionregistration.k8s.io/crossplane-rs-fence-crossplane",
+        "validatingadmissionpolicybinding.admissionregistration.k8s.io/crossplane-rs-fence-provider-sql",
+    ] {
+        ensure!(
+            out.contains(kind),
+            "{kind} missing from the fencing dry run's output:\n{out}"
         );
     }
     Ok(())

@@ -108,6 +108,7 @@
 //! (group `events.k8s.io`) for the events.
 #![forbid(unsafe_code)]
 
+pub mod admission;
 mod config;
 mod elector;
 mod error;

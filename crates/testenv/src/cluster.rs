@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::{
-    authentication::v1::{TokenRequest, TokenRequestSpec},
-    core::v1::{Namespace, ServiceAccount},
+    authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec},
+    core::v1::{Namespace, Pod, ServiceAccount},
 };
 use kube::{
     Api, Client, Config,
@@ -93,8 +93,45 @@ impl Cluster {
     /// Creates the ServiceAccount `name` in `namespace` (if missing), asks the TokenRequest API for a
     /// token, and writes a kubeconfig that authenticates with it. The account starts with no RBAC.
     pub async fn service_account_kubeconfig(&self, namespace: &str, name: &str) -> Result<PathBuf> {
-        let client = self.client().await?;
-        let api: Api<ServiceAccount> = Api::namespaced(client, namespace);
+        self.token_kubeconfig(namespace, name, None).await
+    }
+
+    /// Like [`Cluster::service_account_kubeconfig`], but the token is bound to the Pod `pod` (created
+    /// in `namespace` if missing, as a placeholder that never runs: the test bed has no nodes), as a
+    /// pod's projected token is. The apiserver then names the pod in the user's extra
+    /// `authentication.kubernetes.io/pod-name`.
+    pub async fn pod_kubeconfig(&self, namespace: &str, service_account: &str, pod: &str) -> Result<PathBuf> {
+        let api: Api<Pod> = Api::namespaced(self.client().await?, namespace);
+        let placeholder: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": pod },
+            "spec": {
+                "serviceAccountName": service_account,
+                "automountServiceAccountToken": false,
+                "containers": [{ "name": "placeholder", "image": "registry.invalid/placeholder" }],
+            },
+        }))
+        .map_err(|e| Error::Unexpected(format!("placeholder pod: {e}")))?;
+        self.ensure_service_account(namespace, service_account).await?;
+        let created = match api.create(&PostParams::default(), &placeholder).await {
+            Ok(p) => p,
+            Err(kube::Error::Api(s)) if s.code == 409 => api
+                .get(pod)
+                .await
+                .map_err(Error::kube(format!("reading Pod {namespace}/{pod}")))?,
+            Err(e) => return Err(Error::kube(format!("creating Pod {namespace}/{pod}"))(e)),
+        };
+        let bound = BoundObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            name: Some(pod.into()),
+            uid: created.metadata.uid,
+        };
+        self.token_kubeconfig(namespace, service_account, Some(bound))
+            .await
+    }
+
+    async fn ensure_service_account(&self, namespace: &str, name: &str) -> Result<()> {
+        let api: Api<ServiceAccount> = Api::namespaced(self.client().await?, namespace);
         let sa = ServiceAccount {
             metadata: ObjectMeta {
                 name: Some(name.to_string()),
@@ -103,15 +140,32 @@ impl Cluster {
             ..Default::default()
         };
         match api.create(&PostParams::default(), &sa).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => return Err(Error::kube(format!("creating ServiceAccount {namespace}/{name}"))(e)),
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+            Err(e) => Err(Error::kube(format!("creating ServiceAccount {namespace}/{name}"))(e)),
         }
+    }
+
+    async fn token_kubeconfig(
+        &self,
+        namespace: &str,
+        name: &str,
+        bound: Option<BoundObjectReference>,
+    ) -> Result<PathBuf> {
+        self.ensure_service_account(namespace, name).await?;
+        let api: Api<ServiceAccount> = Api::namespaced(self.client().await?, namespace);
+        let file = match &bound {
+            Some(b) => format!(
+                "{namespace}.{name}.{}.kubeconfig",
+                b.name.as_deref().unwrap_or_default()
+            ),
+            None => format!("{namespace}.{name}.kubeconfig"),
+        };
         let request = TokenRequest {
             spec: Some(TokenRequestSpec {
                 audiences: None,
                 expiration_seconds: Some(24 * 3600),
-                ..Default::default()
+                bound_object_ref: bound,
             }),
             ..Default::default()
         };
@@ -128,7 +182,7 @@ impl Cluster {
             })?;
         let dir = self.dir.join("users");
         std::fs::create_dir_all(&dir).map_err(Error::io("creating the users directory", &dir))?;
-        let path = dir.join(format!("{namespace}.{name}.kubeconfig"));
+        let path = dir.join(file);
         let user = format!("system:serviceaccount:{namespace}:{name}");
         kubeconfig::write(&path, &self.server, &self.ca, &user, Credentials::Token(&token))?;
         Ok(path)
