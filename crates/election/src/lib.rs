@@ -106,6 +106,13 @@
 //! In the lock's namespace: `get, list, watch, create, update` on `leases` (group `coordination.k8s.io`)
 //! and, for ConfigMap locks, on `configmaps` (core group); `create, patch` on `events`
 //! (group `events.k8s.io`) for the events.
+//!
+//! # Server-side fence
+//!
+//! The guard cannot stop a write that was begun in the term from arriving after it (a frozen process
+//! sends it when it resumes). [`admission::FencePolicy`] renders a `ValidatingAdmissionPolicy` that makes
+//! the apiserver refuse such writes: it admits a ServiceAccount's writes only from the pod that holds the
+//! Lease.
 #![forbid(unsafe_code)]
 
 pub mod admission;
