@@ -6,10 +6,14 @@
 //!   write refused with a message naming the Lease and its holder;
 //! - a leader frozen with SIGSTOP until a standby took over is refused whatever it sends when it
 //!   resumes: none of its writes succeeds after the new leader's acquisition;
+//! - writes that left the leader inside its term but reach the apiserver after the takeover (held in a
+//!   relay meanwhile: the gap no client-side fence can close) are refused with 403, where their
+//!   resourceVersions alone would have let them through;
 //! - the new leader's writes succeed, and the work is finished.
 
 mod common;
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
@@ -23,10 +27,14 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{DeleteParams, ListParams, PostParams};
-use kube::{Api, CustomResourceExt};
+use kube::{Api, CustomResourceExt, ResourceExt};
 use provider_nop::types::NopResource;
 use serde_json::json;
-use testenv::{Cluster, ControlPlane};
+use testenv::go_candidate::CandidateOptions;
+use testenv::{Cluster, ControlPlane, GoCandidate};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
 
 const BIN: &str = env!("CARGO_BIN_EXE_provider-nop");
 const LEASE: &str = "crossplane-leader-election-provider-nop";
@@ -36,7 +44,24 @@ const MESSAGE: &str = "only the pod holding Lease";
 /// A replica in pod `pod` (identity `<pod>_1`, controller-runtime's `<hostname>_<uuid>` form), with a
 /// token bound to that pod.
 async fn replica(c: &Cluster, ns: &str, pod: &str, election: bool) -> Result<Process> {
-    let kubeconfig = c.pod_kubeconfig(ns, SA, pod).await?;
+    replica_via(c, ns, pod, election, None).await
+}
+
+/// [`replica`], reaching the apiserver through `relay` when given.
+async fn replica_via(
+    c: &Cluster,
+    ns: &str,
+    pod: &str,
+    election: bool,
+    relay: Option<SocketAddr>,
+) -> Result<Process> {
+    let mut kubeconfig = c.pod_kubeconfig(ns, SA, pod).await?;
+    if let Some(relay) = relay {
+        let text = std::fs::read_to_string(&kubeconfig)?;
+        let via = kubeconfig.with_extension("relayed.kubeconfig");
+        std::fs::write(&via, text.replace(&c.server, &format!("https://{relay}")))?;
+        kubeconfig = via;
+    }
     let identity = format!("{pod}_1");
     let mut args = replica_args(c, ns, LEASE, &identity);
     if let Some(i) = args.iter().position(|a| a == "--kubeconfig") {
@@ -59,6 +84,16 @@ fn signal(p: &Process, sig: &str) -> Result<()> {
 }
 
 fn nop(ns: &str, i: usize) -> Result<NopResource> {
+    let mut r = nop_without_secret(ns, i)?;
+    r.spec.resource_spec.write_connection_secret_to_ref = Some(apis::SecretReference {
+        name: format!("conn-{i:02}"),
+        namespace: ns.to_owned(),
+    });
+    Ok(r)
+}
+
+/// A NopResource whose first write is its finalizer (no connection secret to read first).
+fn nop_without_secret(ns: &str, i: usize) -> Result<NopResource> {
     Ok(serde_json::from_value(json!({
         "apiVersion": "nop.crossplane.io/v1alpha1",
         "kind": "NopResource",
@@ -68,7 +103,6 @@ fn nop(ns: &str, i: usize) -> Result<NopResource> {
                 "conditionAfter": [{ "time": "1s", "conditionType": "Ready", "conditionStatus": "True" }],
                 "connectionDetails": [{ "name": "index", "value": i.to_string() }],
             },
-            "writeConnectionSecretToRef": { "name": format!("conn-{i:02}"), "namespace": ns },
         },
     }))?)
 }
@@ -86,8 +120,18 @@ async fn all_ready(api: &Api<NopResource>, selector: &ListParams, n: usize) -> R
         }))
 }
 
-#[tokio::test]
-async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> Result<()> {
+/// A private control plane with the NopResource CRD, a namespace whose ServiceAccount may do anything
+/// (RBAC is not what these tests are about: the fence decides), and the fence for that ServiceAccount
+/// and the namespace's Lease, in force.
+struct Bed {
+    cp: ControlPlane,
+    c: Cluster,
+    client: kube::Client,
+    ns: String,
+    user: String,
+}
+
+async fn setup() -> Result<Bed> {
     // A control plane of its own: kube-apiserver v1.36 stops resolving a built-in paramKind (here Lease)
     // for good once no binding names it (kubernetes/kubernetes#130887), so a second run on a shared
     // apiserver would find the fence open.
@@ -98,7 +142,6 @@ async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> 
     let ns = c.namespace("nop-fence").await?;
     let name = format!("crossplane-rs-fence-{ns}");
 
-    // RBAC is not what this test is about: the ServiceAccount may do anything, the fence decides.
     let crb: ClusterRoleBinding = serde_json::from_value(json!({
         "metadata": { "name": name },
         "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin" },
@@ -145,6 +188,25 @@ async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> 
     })
     .await?;
 
+    let user = fence.user();
+    Ok(Bed {
+        cp,
+        c,
+        client,
+        ns,
+        user,
+    })
+}
+
+#[tokio::test]
+async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> Result<()> {
+    let Bed {
+        cp,
+        c,
+        client,
+        ns,
+        user,
+    } = setup().await?;
     let a = replica(&c, &ns, "nop-a", true).await?;
     let ua = |p: &Process| format!("provider-nop/{} ({})", env!("CARGO_PKG_VERSION"), p.identity);
     wait_holder(&client, &ns, LEASE, &a.identity, Duration::from_secs(20))
@@ -195,7 +257,6 @@ async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> 
 
     // The audit log: the writes of the ServiceAccount to this test's objects (Events are exempt).
     let events = c.audit().read()?.events;
-    let user = fence.user();
     let writes: Vec<&testenv::AuditEvent> = events
         .iter()
         .filter(|e| {
@@ -215,19 +276,7 @@ async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> 
     };
     let ok = |e: &testenv::AuditEvent| (200..300).contains(&e.code);
     let refused = |e: &testenv::AuditEvent| e.code == 403;
-    // When b's term began: its first successful write of the Lease naming itself.
-    let acquired = events
-        .iter()
-        .filter(|e| {
-            e.resource == "leases"
-                && e.namespace == ns
-                && e.is_write()
-                && (200..300).contains(&e.code)
-                && e.lock_holder().as_deref() == Some(b.identity.as_str())
-        })
-        .map(|e| e.received)
-        .min()
-        .context("no Lease write by b in the audit log")?;
+    let acquired = acquired_by(&events, &ns, &b.identity)?;
 
     let rogue_writes = of(&rogue);
     let rogue_ok = count(&rogue_writes, &ok);
@@ -269,4 +318,174 @@ async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> 
     drop((a, b, rogue));
     drop(cp);
     Ok(())
+}
+
+/// A loopback TCP relay in front of the apiserver whose client-to-server direction can be held: what the
+/// client sends while held is kept and delivered on release, even when the client gave up on it
+/// meanwhile, as a slow network or a frozen process delays a write that had already passed the
+/// client-side fence. TLS passes through untouched.
+struct HoldingRelay {
+    addr: SocketAddr,
+    hold: watch::Sender<bool>,
+}
+
+impl HoldingRelay {
+    async fn start(upstream: String) -> Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (hold, held) = watch::channel(false);
+        tokio::spawn(async move {
+            while let Ok((down, _)) = listener.accept().await {
+                let (upstream, mut held) = (upstream.clone(), held.clone());
+                tokio::spawn(async move {
+                    let Ok(up) = TcpStream::connect(&upstream).await else {
+                        return;
+                    };
+                    let (mut down_r, mut down_w) = down.into_split();
+                    let (mut up_r, mut up_w) = up.into_split();
+                    let responses = tokio::spawn(async move {
+                        let _ = tokio::io::copy(&mut up_r, &mut down_w).await;
+                    });
+                    let mut buf = vec![0u8; 64 * 1024];
+                    loop {
+                        let n = match down_r.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        if held.wait_for(|h| !*h).await.is_err() || up_w.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                    // Keep the upstream open until the apiserver has answered what was delivered.
+                    let _ = tokio::time::timeout(Duration::from_secs(10), responses).await;
+                });
+            }
+        });
+        Ok(Self { addr, hold })
+    }
+
+    fn hold(&self, on: bool) {
+        self.hold.send_replace(on);
+    }
+}
+
+/// The gap the fence closes: the leader's writes are held on their way to the apiserver (they passed its
+/// client-side fence), its term lapses, another candidate takes the Lease, and then the writes arrive.
+/// The taker is client-go's candidate, which writes nothing but the Lease, so the late writes'
+/// resourceVersions still match and only the fence stands between them and the objects.
+#[tokio::test]
+async fn writes_delayed_past_the_takeover_are_refused() -> Result<()> {
+    let Bed {
+        cp,
+        c,
+        client,
+        ns,
+        user,
+    } = setup().await?;
+    let relay = HoldingRelay::start(c.server.trim_start_matches("https://").to_owned()).await?;
+    let a = replica_via(&c, &ns, "nop-a", true, Some(relay.addr)).await?;
+    wait_holder(&client, &ns, LEASE, &a.identity, Duration::from_secs(20))
+        .await
+        .with_context(|| a.log_text())?;
+    let mut taker = CandidateOptions::new(&ns, LEASE, "nop-b_1");
+    (taker.lease_duration, taker.renew_deadline, taker.retry_period) = (
+        Duration::from_secs(6),
+        Duration::from_secs(4),
+        Duration::from_secs(1),
+    );
+    let b = GoCandidate::spawn(&c, &taker)?;
+    let api: Api<NopResource> = Api::all(client.clone());
+    let selector = ListParams::default().labels(&format!("test={ns}"));
+    for i in 0..5 {
+        api.create(&PostParams::default(), &nop(&ns, i)?).await?;
+    }
+    eventually(
+        "5 resources Ready under the first leader",
+        Duration::from_secs(60),
+        || {
+            let (api, selector) = (api.clone(), selector.clone());
+            async move { all_ready(&api, &selector, 5).await }
+        },
+    )
+    .await
+    .with_context(|| a.log_text())?;
+
+    // Hold a's requests, then give it work while its term is still valid: its writes leave it and wait
+    // in the relay. Its renewals wait too, so its term lapses and the client-go candidate takes over.
+    relay.hold(true);
+    let mut held = Vec::new();
+    for i in 5..10 {
+        let created = api
+            .create(&PostParams::default(), &nop_without_secret(&ns, i)?)
+            .await?;
+        held.push((created.name_any(), created.resource_version()));
+    }
+    wait_holder(&client, &ns, LEASE, &taker.identity, Duration::from_secs(30)).await?;
+    relay.hold(false);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let events = c.audit().read()?.events;
+    let acquired = acquired_by(&events, &ns, &taker.identity)?;
+    let ua_a = format!("provider-nop/{} ({})", env!("CARGO_PKG_VERSION"), a.identity);
+    let late: Vec<&testenv::AuditEvent> = events
+        .iter()
+        .filter(|e| {
+            e.is_write()
+                && e.user == user
+                && e.user_agent == ua_a
+                && e.received > acquired
+                && e.resource != "leases"
+                && e.resource != "events"
+        })
+        .collect();
+    let admitted = late.iter().filter(|e| (200..300).contains(&e.code)).count();
+    let refused = late.iter().filter(|e| e.code == 403).count();
+    let codes: Vec<String> = late
+        .iter()
+        .map(|e| format!("{} {}/{} {}", e.verb, e.resource, e.name, e.code))
+        .collect();
+    println!(
+        "old leader's writes that arrived after the takeover: {} ({admitted} admitted, {refused} refused): {codes:?}",
+        late.len()
+    );
+    ensure!(
+        !late.is_empty(),
+        "no write of the old leader arrived after the takeover, so this run showed nothing; a's log:\n{}",
+        a.log_text()
+    );
+    // Nothing else wrote these objects, so their resourceVersions matched and only the fence refused
+    // them (a write can also end in 504 when the apiserver times out its delayed body). None took effect:
+    // the objects are as they were created.
+    ensure!(refused > 0, "no late write was refused by the fence: {codes:?}");
+    for (name, rv) in &held {
+        let now = api.get(name).await?;
+        ensure!(
+            now.resource_version() == *rv,
+            "{name} was written after it was created (resourceVersion {rv:?} -> {:?}): {codes:?}",
+            now.resource_version()
+        );
+    }
+    ensure!(
+        admitted == 0,
+        "{admitted} late writes of the old leader were admitted: {late:?}"
+    );
+    drop((a, b, relay));
+    drop(cp);
+    Ok(())
+}
+
+/// When `identity`'s term began: its first successful write of the Lease naming itself.
+fn acquired_by(events: &[testenv::AuditEvent], ns: &str, identity: &str) -> Result<Timestamp> {
+    events
+        .iter()
+        .filter(|e| {
+            e.resource == "leases"
+                && e.namespace == ns
+                && e.is_write()
+                && (200..300).contains(&e.code)
+                && e.lock_holder().as_deref() == Some(identity)
+        })
+        .map(|e| e.received)
+        .min()
+        .with_context(|| format!("no Lease write by {identity} in the audit log"))
 }
