@@ -198,6 +198,17 @@ async fn setup() -> Result<Bed> {
     })
 }
 
+/// Waits until all `n` resources are Ready and Synced; on a time-out the error carries `p`'s log.
+async fn wait_ready(api: &Api<NopResource>, selector: &ListParams, n: usize, p: &Process) -> Result<()> {
+    eventually(
+        &format!("{n} resources Ready"),
+        Duration::from_secs(60),
+        || async move { all_ready(api, selector, n).await },
+    )
+    .await
+    .with_context(|| p.log_text())
+}
+
 #[tokio::test]
 async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> Result<()> {
     let Bed {
@@ -221,16 +232,7 @@ async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> 
     for i in 0..10 {
         api.create(&PostParams::default(), &nop(&ns, i)?).await?;
     }
-    eventually(
-        "10 resources Ready under the first leader",
-        Duration::from_secs(60),
-        || {
-            let (api, selector) = (api.clone(), selector.clone());
-            async move { all_ready(&api, &selector, 10).await }
-        },
-    )
-    .await
-    .with_context(|| a.log_text())?;
+    wait_ready(&api, &selector, 10, &a).await?;
 
     // Freeze the leader until the standby has taken over, then let it run again.
     signal(&a, "-STOP")?;
@@ -243,16 +245,7 @@ async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> 
     }
     signal(&a, "-CONT")?;
     let resumed = Timestamp::now();
-    eventually(
-        "20 resources Ready under the new leader",
-        Duration::from_secs(60),
-        || {
-            let (api, selector) = (api.clone(), selector.clone());
-            async move { all_ready(&api, &selector, 20).await }
-        },
-    )
-    .await
-    .with_context(|| b.log_text())?;
+    wait_ready(&api, &selector, 20, &b).await?;
     tokio::time::sleep(Duration::from_secs(3)).await;
 
     // The audit log: the writes of the ServiceAccount to this test's objects (Events are exempt).
@@ -399,16 +392,7 @@ async fn writes_delayed_past_the_takeover_are_refused() -> Result<()> {
     for i in 0..5 {
         api.create(&PostParams::default(), &nop(&ns, i)?).await?;
     }
-    eventually(
-        "5 resources Ready under the first leader",
-        Duration::from_secs(60),
-        || {
-            let (api, selector) = (api.clone(), selector.clone());
-            async move { all_ready(&api, &selector, 5).await }
-        },
-    )
-    .await
-    .with_context(|| a.log_text())?;
+    wait_ready(&api, &selector, 5, &a).await?;
 
     // Hold a's requests, then give it work while its term is still valid: its writes leave it and wait
     // in the relay. Its renewals wait too, so its term lapses and the client-go candidate takes over.
