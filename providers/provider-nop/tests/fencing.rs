@@ -14,7 +14,7 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use common::{Process, eventually, fast_lease_args, install_crds, log_dir, replica_args, wait_holder};
@@ -314,19 +314,23 @@ async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> 
 }
 
 /// A loopback TCP relay in front of the apiserver whose client-to-server direction can be held: what the
-/// client sends while held is kept and delivered on release, even when the client gave up on it
-/// meanwhile, as a slow network or a frozen process delays a write that had already passed the
-/// client-side fence. TLS passes through untouched.
+/// client sends in the first [`HoldingRelay::IN_FLIGHT`] of a hold is kept and delivered on release, as
+/// a slow network or a frozen process delays a write that had already passed the client-side fence.
+/// What it sends later in the hold is dropped with the connection: that is the client giving up (its
+/// term lapsed and its requests were cancelled, which closes their TLS sessions), and a frozen process
+/// would not have sent it. TLS passes through untouched.
 struct HoldingRelay {
     addr: SocketAddr,
-    hold: watch::Sender<bool>,
+    hold: watch::Sender<Option<Instant>>,
 }
 
 impl HoldingRelay {
+    const IN_FLIGHT: Duration = Duration::from_millis(1500);
+
     async fn start(upstream: String) -> Result<Self> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let (hold, held) = watch::channel(false);
+        let (hold, held) = watch::channel(None::<Instant>);
         tokio::spawn(async move {
             while let Ok((down, _)) = listener.accept().await {
                 let (upstream, mut held) = (upstream.clone(), held.clone());
@@ -339,17 +343,30 @@ impl HoldingRelay {
                     let responses = tokio::spawn(async move {
                         let _ = tokio::io::copy(&mut up_r, &mut down_w).await;
                     });
-                    let mut buf = vec![0u8; 64 * 1024];
-                    loop {
-                        let n = match down_r.read(&mut buf).await {
-                            Ok(0) | Err(_) => break,
-                            Ok(n) => n,
-                        };
-                        if held.wait_for(|h| !*h).await.is_err() || up_w.write_all(&buf[..n]).await.is_err() {
+                    // Read as it arrives, noting whether it came late in a hold; forward in order.
+                    let (chunks, mut queue) = tokio::sync::mpsc::unbounded_channel::<(bool, Vec<u8>)>();
+                    let arrivals = held.clone();
+                    tokio::spawn(async move {
+                        let mut buf = vec![0u8; 64 * 1024];
+                        while let Ok(n) = down_r.read(&mut buf).await {
+                            let late = arrivals
+                                .borrow()
+                                .is_some_and(|since| since.elapsed() > Self::IN_FLIGHT);
+                            if n == 0 || chunks.send((late, buf[..n].to_vec())).is_err() {
+                                break;
+                            }
+                        }
+                    });
+                    while let Some((late, chunk)) = queue.recv().await {
+                        if late
+                            || held.wait_for(Option::is_none).await.is_err()
+                            || up_w.write_all(&chunk).await.is_err()
+                        {
                             break;
                         }
                     }
                     // Keep the upstream open until the apiserver has answered what was delivered.
+                    let _ = held.wait_for(Option::is_none).await;
                     let _ = tokio::time::timeout(Duration::from_secs(10), responses).await;
                 });
             }
@@ -358,7 +375,7 @@ impl HoldingRelay {
     }
 
     fn hold(&self, on: bool) {
-        self.hold.send_replace(on);
+        self.hold.send_replace(on.then(Instant::now));
     }
 }
 
@@ -426,7 +443,10 @@ async fn writes_delayed_past_the_takeover_are_refused() -> Result<()> {
     let refused = late.iter().filter(|e| e.code == 403).count();
     let codes: Vec<String> = late
         .iter()
-        .map(|e| format!("{} {}/{} {}", e.verb, e.resource, e.name, e.code))
+        .map(|e| {
+            let took = e.stage_time.duration_since(e.received).as_secs_f64();
+            format!("{} {}/{} {} in {took:.1} s", e.verb, e.resource, e.name, e.code)
+        })
         .collect();
     println!(
         "old leader's writes that arrived after the takeover: {} ({admitted} admitted, {refused} refused): {codes:?}",
@@ -438,9 +458,12 @@ async fn writes_delayed_past_the_takeover_are_refused() -> Result<()> {
         a.log_text()
     );
     // Nothing else wrote these objects, so their resourceVersions matched and only the fence refused
-    // them (a write can also end in 504 when the apiserver times out its delayed body). None took effect:
-    // the objects are as they were created.
-    ensure!(refused > 0, "no late write was refused by the fence: {codes:?}");
+    // them. None took effect: the objects are as they were created.
+    ensure!(
+        refused == late.len(),
+        "{refused} of {} late writes refused by the fence: {codes:?}",
+        late.len()
+    );
     for (name, rv) in &held {
         let now = api.get(name).await?;
         ensure!(
