@@ -176,7 +176,11 @@ impl RustCandidate {
     pub async fn wait_leading(&mut self, timeout: Duration) -> anyhow::Result<Term> {
         let got = tokio::time::timeout(timeout, self.rx.wait_for(Leadership::is_leading))
             .await
-            .with_context(|| format!("{} did not become leader within {timeout:?}", self.identity))??;
+            .with_context(|| format!("{} did not become leader within {timeout:?}", self.identity))??
+            .clone();
+        // The monitor task sees only the latest value when it runs, so a short term may pass it by:
+        // record what this wait saw.
+        record(&self.history, &got);
         got.term().cloned().context("leading without a term")
     }
 
@@ -190,6 +194,9 @@ impl RustCandidate {
 
     /// Resolves its shutdown (releasing when leading) and waits for `run` to return.
     pub async fn stop(&mut self) -> anyhow::Result<()> {
+        // Record a term the monitor task has not seen yet before it ends.
+        let now = self.rx.borrow().clone();
+        record(&self.history, &now);
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -206,6 +213,8 @@ impl RustCandidate {
     /// Ends the candidate abruptly: its task is aborted, so it neither releases nor sends anything
     /// again. For the lock this is the same as SIGKILL of a process.
     pub fn crash(&mut self) {
+        let now = self.rx.borrow().clone();
+        record(&self.history, &now);
         if let Some(task) = self.task.take() {
             task.abort();
         }
