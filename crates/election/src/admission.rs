@@ -112,7 +112,9 @@ impl FencePolicy<'_> {
                          (has(params.spec.holderIdentity) && params.spec.holderIdentity != '' ? \
                          params.spec.holderIdentity : 'nobody') + ', and this token is ' + \
                          ('{POD_NAME_EXTRA}' in request.userInfo.extra ? 'bound to pod ' + \
-                         request.userInfo.extra['{POD_NAME_EXTRA}'][0] : 'not bound to a pod')",
+                         request.userInfo.extra['{POD_NAME_EXTRA}'][0] : 'not bound to a pod') + \
+                         '. Run every replica with leader election and the token of its own pod, or delete \
+                         this policy (crossplane-rs deploy/fencing) to turn the fence off'",
                         self.lease_namespace, self.lease
                     ),
                     "reason": "Forbidden",

@@ -86,7 +86,11 @@ impl ConfigRef {
         Pc: ProviderConfigResource<Config = Legacy::Config, Scope = kube::core::NamespaceResourceScope>,
         Cpc: ProviderConfigResource<Config = Legacy::Config>,
     {
-        let missing = || ExternalError::new(format!("cannot get {self}: not found"));
+        let missing = || {
+            ExternalError::new(format!(
+                "cannot get {self}: not found; create it, or point spec.providerConfigRef at one that exists"
+            ))
+        };
         let wrap = |e: kube::Error| ExternalError::wrap(format!("cannot get {self}"), e);
         match self {
             Self::Legacy(name) => {

@@ -93,6 +93,7 @@ impl Cluster {
     /// Creates the ServiceAccount `name` in `namespace` (if missing), asks the TokenRequest API for a
     /// token, and writes a kubeconfig that authenticates with it. The account starts with no RBAC.
     pub async fn service_account_kubeconfig(&self, namespace: &str, name: &str) -> Result<PathBuf> {
+        self.ensure_service_account(namespace, name).await?;
         self.token_kubeconfig(namespace, name, None).await
     }
 
@@ -146,13 +147,14 @@ impl Cluster {
         }
     }
 
+    /// Writes a kubeconfig with a token of the existing ServiceAccount `namespace/name`, bound to `bound`
+    /// when given.
     async fn token_kubeconfig(
         &self,
         namespace: &str,
         name: &str,
         bound: Option<BoundObjectReference>,
     ) -> Result<PathBuf> {
-        self.ensure_service_account(namespace, name).await?;
         let api: Api<ServiceAccount> = Api::namespaced(self.client().await?, namespace);
         let file = match &bound {
             Some(b) => format!(

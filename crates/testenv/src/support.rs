@@ -17,6 +17,9 @@ use kube::{
     api::{Patch, PatchParams},
 };
 
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
 use crate::{Cluster, Error, Result};
 
 /// The shared test bed. A missing one fails the test with instructions; it never skips.
@@ -136,6 +139,28 @@ impl Process {
     /// The log so far.
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Sends SIGSTOP: the replica freezes, its sockets stay open and unanswered.
+    pub fn pause(&mut self) -> Result<()> {
+        self.signal(Signal::SIGSTOP)
+    }
+
+    /// Sends SIGCONT after [`Process::pause`].
+    pub fn resume(&mut self) -> Result<()> {
+        self.signal(Signal::SIGCONT)
+    }
+
+    fn signal(&mut self, sig: Signal) -> Result<()> {
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            return Err(Error::Unexpected(format!(
+                "cannot send {sig} to replica {}: it has exited; see {}",
+                self.identity,
+                self.log.display()
+            )));
+        }
+        let raw = i32::try_from(self.child.id()).map_err(|_| Error::Unexpected("PID out of range".into()))?;
+        kill(Pid::from_raw(raw), sig).map_err(|e| Error::Unexpected(format!("sending {sig}: {e}")))
     }
 
     /// Kills it at once (SIGKILL) and reaps it.

@@ -17,7 +17,10 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use common::{Process, eventually, fast_lease_args, install_crds, log_dir, replica_args, wait_holder};
+use common::{
+    Process, eventually, fast_lease_args, install_crds, log_dir, ready_and_synced, replica_args, user_agent,
+    wait_holder,
+};
 use election::admission::FencePolicy;
 use jiff::Timestamp;
 use k8s_openapi::api::admissionregistration::v1::{
@@ -75,14 +78,6 @@ async fn replica_via(
     Ok(Process::start(BIN, &log_dir("nop-fencing"), &identity, &args)?)
 }
 
-fn signal(p: &Process, sig: &str) -> Result<()> {
-    let status = std::process::Command::new("kill")
-        .args([sig, &p.pid().to_string()])
-        .status()?;
-    ensure!(status.success(), "kill {sig} {} failed", p.pid());
-    Ok(())
-}
-
 fn nop(ns: &str, i: usize) -> Result<NopResource> {
     let mut r = nop_without_secret(ns, i)?;
     r.spec.resource_spec.write_connection_secret_to_ref = Some(apis::SecretReference {
@@ -109,15 +104,7 @@ fn nop_without_secret(ns: &str, i: usize) -> Result<NopResource> {
 
 async fn all_ready(api: &Api<NopResource>, selector: &ListParams, n: usize) -> Result<bool> {
     let items = api.list(selector).await?.items;
-    Ok(items.len() == n
-        && items.iter().all(|r| {
-            let cs = r
-                .status
-                .as_ref()
-                .map(|s| s.resource_status.conditions.as_slice())
-                .unwrap_or(&[]);
-            apis::condition::is_true(cs, "Ready") && apis::condition::is_true(cs, "Synced")
-        }))
+    Ok(items.len() == n && items.iter().all(ready_and_synced))
 }
 
 /// A private control plane with the NopResource CRD, a namespace whose ServiceAccount may do anything
@@ -218,8 +205,7 @@ async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> 
         ns,
         user,
     } = setup().await?;
-    let a = replica(&c, &ns, "nop-a", true).await?;
-    let ua = |p: &Process| format!("provider-nop/{} ({})", env!("CARGO_PKG_VERSION"), p.identity);
+    let mut a = replica(&c, &ns, "nop-a", true).await?;
     wait_holder(&client, &ns, LEASE, &a.identity, Duration::from_secs(20))
         .await
         .with_context(|| a.log_text())?;
@@ -235,7 +221,7 @@ async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> 
     wait_ready(&api, &selector, 10, &a).await?;
 
     // Freeze the leader until the standby has taken over, then let it run again.
-    signal(&a, "-STOP")?;
+    a.pause()?;
     let frozen = Timestamp::now();
     wait_holder(&client, &ns, LEASE, &b.identity, Duration::from_secs(30))
         .await
@@ -243,7 +229,7 @@ async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> 
     for i in 10..20 {
         api.create(&PostParams::default(), &nop(&ns, i)?).await?;
     }
-    signal(&a, "-CONT")?;
+    a.resume()?;
     let resumed = Timestamp::now();
     wait_ready(&api, &selector, 20, &b).await?;
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -261,7 +247,7 @@ async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> 
         })
         .collect();
     let of = |p: &Process| -> Vec<&testenv::AuditEvent> {
-        let ua = ua(p);
+        let ua = user_agent(&p.identity);
         writes.iter().copied().filter(|e| e.user_agent == ua).collect()
     };
     let count = |w: &[&testenv::AuditEvent], keep: &dyn Fn(&testenv::AuditEvent) -> bool| {
@@ -295,8 +281,11 @@ async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> 
         "{rogue_ok} writes of the replica without election were admitted"
     );
     ensure!(
-        rogue.log_text().contains(MESSAGE),
-        "the refused replica's log does not say why:\n{}",
+        rogue.log_text().contains(MESSAGE)
+            && rogue
+                .log_text()
+                .contains("Run every replica with leader election"),
+        "the refused replica's log does not say why and what to do:\n{}",
         rogue.log_text()
     );
     ensure!(
@@ -427,7 +416,7 @@ async fn writes_delayed_past_the_takeover_are_refused() -> Result<()> {
 
     let events = c.audit().read()?.events;
     let acquired = acquired_by(&events, &ns, &taker.identity)?;
-    let ua_a = format!("provider-nop/{} ({})", env!("CARGO_PKG_VERSION"), a.identity);
+    let ua_a = user_agent(&a.identity);
     let late: Vec<&testenv::AuditEvent> = events
         .iter()
         .filter(|e| {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, ensure};
 use common::{
     Process, assert_failover_writes, cluster, eventually, fast_lease_args, install_crds, log_dir,
-    replica_args, wait_holder,
+    ready_and_synced, replica_args, user_agent, wait_holder,
 };
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
@@ -27,15 +27,6 @@ fn replica(ns: &str, name: &str) -> Result<Process> {
     args.extend(["--poll", "30s", "--max-reconcile-rate", "50"].map(String::from));
     args.extend(fast_lease_args());
     Ok(Process::start(BIN, &log_dir("nop-ha"), &identity, &args)?)
-}
-
-fn ready_and_synced(r: &NopResource) -> bool {
-    let cs = r
-        .status
-        .as_ref()
-        .map(|s| s.resource_status.conditions.as_slice())
-        .unwrap_or(&[]);
-    apis::condition::is_true(cs, "Ready") && apis::condition::is_true(cs, "Synced")
 }
 
 #[tokio::test]
@@ -131,8 +122,7 @@ async fn only_the_leader_reconciles_and_failover_finishes_the_work() -> Result<(
     ensure!(conn.len() == COUNT, "{} connection secrets", conn.len());
 
     // The audit log: writes to this test's resources, secrets and events, by replica.
-    let ua_a = format!("provider-nop/{} ({id_a})", env!("CARGO_PKG_VERSION"));
-    let ua_b = format!("provider-nop/{} ({id_b})", env!("CARGO_PKG_VERSION"));
+    let (ua_a, ua_b) = (user_agent(&id_a), user_agent(&id_b));
     let events = c.audit().read()?.events;
     let ours = |e: &&testenv::AuditEvent| {
         e.is_write()

@@ -178,8 +178,7 @@ impl RustCandidate {
             .await
             .with_context(|| format!("{} did not become leader within {timeout:?}", self.identity))??
             .clone();
-        // The monitor task sees only the latest value when it runs, so a short term may pass it by:
-        // record what this wait saw.
+        // What this wait saw, even if the state has moved on since.
         record(&self.history, &got);
         got.term().cloned().context("leading without a term")
     }
@@ -194,9 +193,7 @@ impl RustCandidate {
 
     /// Resolves its shutdown (releasing when leading) and waits for `run` to return.
     pub async fn stop(&mut self) -> anyhow::Result<()> {
-        // Record a term the monitor task has not seen yet before it ends.
-        let now = self.rx.borrow().clone();
-        record(&self.history, &now);
+        self.catch_up();
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -213,24 +210,29 @@ impl RustCandidate {
     /// Ends the candidate abruptly: its task is aborted, so it neither releases nor sends anything
     /// again. For the lock this is the same as SIGKILL of a process.
     pub fn crash(&mut self) {
-        let now = self.rx.borrow().clone();
-        record(&self.history, &now);
+        self.catch_up();
         if let Some(task) = self.task.take() {
             task.abort();
         }
         self.stop.take();
     }
 
-    /// Its leading intervals `[start, end)` in monotonic ns; an open interval ends at `now`.
-    pub fn intervals(&self) -> Vec<(i64, i64)> {
-        // The monitor task may not have run since the last change: catch up with the current state.
-        // A closed channel means the elector is gone: it no longer leads, whatever it last said.
+    /// Records the current state in the history. The monitor task sees only the latest value when it
+    /// runs, so on a loaded machine a whole term can pass it by; every method that observes or ends the
+    /// candidate calls this. A closed channel means the elector is gone: it no longer leads, whatever
+    /// it last said.
+    fn catch_up(&self) {
         let now = if self.rx.has_changed().is_err() {
             Leadership::Following { leader: None }
         } else {
             self.rx.borrow().clone()
         };
         record(&self.history, &now);
+    }
+
+    /// Its leading intervals `[start, end)` in monotonic ns; an open interval ends at `now`.
+    pub fn intervals(&self) -> Vec<(i64, i64)> {
+        self.catch_up();
         let h = self.history.lock().map(|h| h.clone()).unwrap_or_default();
         intervals(&h, mono())
     }
