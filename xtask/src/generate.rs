@@ -4,6 +4,8 @@
 //! - `deploy/<binary>/`: a kustomize base per binary (Deployment, ServiceAccount, a Role and RoleBinding
 //!   for its Lease and events, a ClusterRole and ClusterRoleBinding from the needs its controllers
 //!   declare in code, a PodDisruptionBudget);
+//! - `deploy/crossplane-roles/`: the user-facing `crossplane-{admin,edit,view,browse}` ClusterRoles that
+//!   the RBAC manager's per-XRD roles aggregate into (`crossplane::roles`);
 //! - `deploy/kustomization.yaml`: all of it, in namespace `crossplane-system`, with the Namespace;
 //! - `deploy/fencing/`: opt-in, a ValidatingAdmissionPolicy and binding per binary that make the
 //!   apiserver refuse the binary's writes unless they come from the pod holding its Lease
@@ -30,6 +32,8 @@ use serde_json::{Value, json};
 
 /// The namespace everything runs in.
 pub const NAMESPACE: &str = "crossplane-system";
+/// The directory of the user-facing ClusterRoles (`crossplane::roles`).
+const USER_ROLES: &str = "crossplane-roles";
 /// The label that makes a ClusterRole part of the core's aggregated `crossplane` role.
 pub const AGGREGATE_TO_CROSSPLANE: &str = "rbac.crossplane.io/aggregate-to-crossplane";
 /// The manager's default `--graceful-shutdown-timeout` (manager `Args`).
@@ -262,6 +266,34 @@ pub fn render() -> anyhow::Result<BTreeMap<PathBuf, String>> {
         yaml(&kustomization(&fence_files, None))?,
     );
 
+    // The user-facing roles (crossplane-admin, -edit, -view, -browse) that the RBAC manager's per-XRD
+    // roles aggregate into, as upstream's chart ships them.
+    let mut role_files = Vec::new();
+    for role in crossplane::roles::user_roles() {
+        let name = role
+            .metadata
+            .name
+            .clone()
+            .context("a ClusterRole without a name")?;
+        let file = format!("clusterrole-{}.yaml", name.replace(':', "-"));
+        files.insert(
+            PathBuf::from(USER_ROLES).join(&file),
+            yaml(&serde_json::to_value(&role)?)?,
+        );
+        role_files.push(file);
+    }
+    let file = "clusterrolebinding-crossplane-admin.yaml".to_owned();
+    files.insert(
+        PathBuf::from(USER_ROLES).join(&file),
+        yaml(&serde_json::to_value(crossplane::roles::admin_binding())?)?,
+    );
+    role_files.push(file);
+    role_files.sort();
+    files.insert(
+        PathBuf::from(USER_ROLES).join("kustomization.yaml"),
+        yaml(&kustomization(&role_files, None))?,
+    );
+
     files.insert(
         "namespace.yaml".into(),
         yaml(&json!({
@@ -272,6 +304,7 @@ pub fn render() -> anyhow::Result<BTreeMap<PathBuf, String>> {
     );
     let mut resources = vec!["namespace.yaml".to_owned(), "crds".to_owned()];
     resources.extend(binaries.iter().map(|b| b.name.to_owned()));
+    resources.push(USER_ROLES.to_owned());
     files.insert(
         "kustomization.yaml".into(),
         yaml(&kustomization(&resources, Some(NAMESPACE)))?,
@@ -429,7 +462,8 @@ pub fn base(b: &Deployed, version: &str) -> Vec<(String, Value)> {
             "apiVersion": "policy/v1",
             "kind": "PodDisruptionBudget",
             "metadata": meta(name),
-            "spec": {"minAvailable": 1, "selector": selector},
+            // maxUnavailable, not minAvailable: an overlay that scales to one replica must not block drains.
+            "spec": {"maxUnavailable": 1, "selector": selector, "unhealthyPodEvictionPolicy": "AlwaysAllow"},
         }),
     ));
 

@@ -5,7 +5,8 @@
 //! Modules, one concept each: [`cli`] (flags and the two entry points), [`xcrd`] (XRD → CRD),
 //! [`definition`] (the XRD controller, which starts one composite controller per XRD as a child of the
 //! term), [`revision`] (Composition → CompositionRevision), [`composite`] (the XR reconciler),
-//! [`rbac`] (the RBAC manager), [`backoff`] and [`error`].
+//! [`rbac`] (the RBAC manager), [`roles`] (the user-facing crossplane-admin/edit/view/browse roles),
+//! [`backoff`] and [`error`].
 #![forbid(unsafe_code)]
 
 pub mod backoff;
@@ -16,6 +17,7 @@ pub mod error;
 pub mod metrics;
 pub mod rbac;
 pub mod revision;
+pub mod roles;
 pub mod xcrd;
 
 pub use error::Error;
