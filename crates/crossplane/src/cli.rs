@@ -1,13 +1,16 @@
-//! The command line: `crossplane core start` and `crossplane rbac start`, each flattening the manager's
-//! flags, and the functions that run them.
+//! The command line: `crossplane core start|init` and `crossplane rbac start|init`, the starts flattening
+//! the manager's flags, every subcommand accepting upstream's flags too ([`crate::upstream_flags`]), and the
+//! functions that run them.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{FromArgMatches, Parser, Subcommand};
+use clap::{ArgMatches, FromArgMatches, Parser, Subcommand};
+use manager::compat::{self, Given};
 use manager::{BinaryInfo, Defaults, Manager, TermContext};
 
-use crate::{definition, rbac, revision};
+use crate::upstream_flags::{self, HEADING};
+use crate::{definition, init, rbac, revision};
 
 /// The core's Lease: `crossplane-leader-election-core`, 60/50/2 s, released on cancel.
 pub const CORE_DEFAULTS: Defaults = Defaults::new("crossplane-leader-election-core")
@@ -33,6 +36,10 @@ pub const RBAC_DEFAULTS: Defaults = Defaults::new("crossplane-leader-election-rb
     about = "Crossplane's core controllers and RBAC manager"
 )]
 pub struct Cli {
+    /// Print verbose logging statements (debug for crossplane-rs's own crates; same as
+    /// `--log-level` with [`manager::logging::debug_filter`]).
+    #[arg(short = 'd', long, global = true)]
+    pub debug: bool,
     /// The component.
     #[command(subcommand)]
     pub component: Component,
@@ -59,14 +66,19 @@ pub enum Component {
 #[derive(Debug, Subcommand)]
 pub enum CoreCommand {
     /// Starts the core controllers.
-    Start(CoreStart),
+    Start(Box<CoreStart>),
+    /// Installs or upgrades the core's CRDs and waits until they are established (upstream's chart runs
+    /// it as an init container).
+    Init,
 }
 
 /// `rbac start`.
 #[derive(Debug, Subcommand)]
 pub enum RbacCommand {
     /// Starts the RBAC manager.
-    Start(RbacStart),
+    Start(Box<RbacStart>),
+    /// Waits until the XRD CRD is served (upstream's chart runs it as an init container).
+    Init,
 }
 
 /// Flags of `core start`.
@@ -97,16 +109,71 @@ pub struct RbacStart {
     pub watch_label_selector: Option<String>,
 }
 
-/// Applies each subcommand's Lease defaults to the clap command.
+/// The clap command: each start's Lease defaults, upstream's flags on every subcommand, and upstream's
+/// `-v` for `--version`.
 pub fn command() -> clap::Command {
     use clap::CommandFactory;
-    let mut cmd = Cli::command();
+    let mut cmd = Cli::command().disable_version_flag(true).arg(
+        clap::Arg::new("version")
+            .short('v')
+            .long("version")
+            .action(clap::ArgAction::Version)
+            .help("Print version and quit"),
+    );
     cmd = cmd.mut_subcommand("core", |c| {
-        c.mut_subcommand("start", |s| CORE_DEFAULTS.apply_to(s))
+        c.mut_subcommand("start", |s| {
+            compat::augment(CORE_DEFAULTS.apply_to(s), HEADING, upstream_flags::CORE_START)
+        })
+        .mut_subcommand("init", |s| compat::augment(s, HEADING, upstream_flags::CORE_INIT))
     });
     cmd.mut_subcommand("rbac", |c| {
-        c.mut_subcommand("start", |s| RBAC_DEFAULTS.apply_to(s))
+        c.mut_subcommand("start", |s| {
+            compat::augment(RBAC_DEFAULTS.apply_to(s), HEADING, upstream_flags::RBAC_START)
+        })
     })
+}
+
+/// The upstream flags given to the chosen subcommand. A refused one exits with the usage code.
+fn upstream_given(matches: &ArgMatches) -> Vec<Given> {
+    let Some((component, m)) = matches.subcommand() else {
+        return Vec::new();
+    };
+    let Some((command, m)) = m.subcommand() else {
+        return Vec::new();
+    };
+    let flags = match (component, command) {
+        ("core", "start") => upstream_flags::CORE_START,
+        ("core", "init") => upstream_flags::CORE_INIT,
+        ("rbac", "start") => upstream_flags::RBAC_START,
+        _ => return Vec::new(),
+    };
+    match compat::given(m, flags) {
+        Ok(given) => given,
+        Err(refused) => {
+            eprintln!("error: {refused}");
+            std::process::exit(manager::UsageError::EXIT_CODE);
+        }
+    }
+}
+
+/// `--metrics-port` and `--health-probe-port` (or `METRICS_PORT`, `HEALTH_PROBE_PORT`), as upstream's
+/// chart sets them, become the manager's bind addresses.
+fn apply_ports(manager: &mut manager::Args, given: &[Given]) -> Result<(), String> {
+    for g in given {
+        let target = match g.name {
+            "metrics-port" => &mut manager.metrics_bind_address,
+            "health-probe-port" => &mut manager.health_probe_bind_address,
+            _ => continue,
+        };
+        let port: u16 = g
+            .value
+            .parse()
+            .map_err(|_| format!("--{} must be a port number, got {:?}", g.name, g.value))?;
+        *target = format!(":{port}")
+            .parse()
+            .map_err(|e| format!("--{}: {e}", g.name))?;
+    }
+    Ok(())
 }
 
 /// The whole `crossplane` binary: parses the flags, runs the chosen component on a tokio runtime, and
@@ -114,7 +181,17 @@ pub fn command() -> clap::Command {
 /// `main.rs` passes the package's, and a test can pass another to run two builds side by side.
 pub fn main(binary: BinaryInfo) -> ExitCode {
     let matches = command().version(binary.version).get_matches();
-    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let given = upstream_given(&matches);
+    if let Component::Core {
+        command: CoreCommand::Start(args),
+    } = &mut cli.component
+        && let Err(e) = apply_ports(&mut args.manager, &given)
+    {
+        eprintln!("error: {e}");
+        std::process::exit(manager::UsageError::EXIT_CODE);
+    }
+    let debug = cli.debug.then(|| manager::logging::debug_filter("crossplane"));
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -122,14 +199,51 @@ pub fn main(binary: BinaryInfo) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Component::Core {
+        command: CoreCommand::Init,
+    }
+    | Component::Rbac {
+        command: RbacCommand::Init,
+    } = cli.component
+    {
+        let result = runtime.block_on(init::run(
+            matches!(cli.component, Component::Core { .. }),
+            debug.as_deref(),
+            &given,
+            binary,
+        ));
+        return match result {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let result = runtime.block_on(async move {
         match cli.component {
             Component::Core {
-                command: CoreCommand::Start(args),
-            } => core_start(args, binary).await,
+                command: CoreCommand::Start(mut args),
+            } => {
+                if let Some(filter) = debug {
+                    args.manager.log_level = filter;
+                }
+                core_start(*args, binary, &given).await
+            }
             Component::Rbac {
-                command: RbacCommand::Start(args),
-            } => rbac_start(args, binary).await,
+                command: RbacCommand::Start(mut args),
+            } => {
+                if let Some(filter) = debug {
+                    args.manager.log_level = filter;
+                }
+                rbac_start(*args, binary, &given).await
+            }
+            Component::Core {
+                command: CoreCommand::Init,
+            }
+            | Component::Rbac {
+                command: RbacCommand::Init,
+            } => Ok(()),
         }
     });
     match result {
@@ -145,9 +259,15 @@ pub fn main(binary: BinaryInfo) -> ExitCode {
 }
 
 /// Runs `core start`.
-pub async fn core_start(args: CoreStart, binary: BinaryInfo) -> Result<(), manager::Error> {
+pub async fn core_start(
+    args: CoreStart,
+    binary: BinaryInfo,
+    upstream: &[Given],
+) -> Result<(), manager::Error> {
     let settings = args.manager.resolve(&CORE_DEFAULTS)?;
     manager::logging::init(settings.log_format, &settings.log_level)?;
+    tracing::debug!(filter = %settings.log_level, "logging at debug level");
+    compat::log_ignored(upstream);
     let mut mgr = Manager::new(settings, binary).await?;
     let metrics = mgr.metrics().reconcile().clone();
     let selector = args.watch_label_selector.clone();
@@ -167,9 +287,15 @@ pub async fn core_start(args: CoreStart, binary: BinaryInfo) -> Result<(), manag
 }
 
 /// Runs `rbac start`.
-pub async fn rbac_start(args: RbacStart, binary: BinaryInfo) -> Result<(), manager::Error> {
+pub async fn rbac_start(
+    args: RbacStart,
+    binary: BinaryInfo,
+    upstream: &[Given],
+) -> Result<(), manager::Error> {
     let settings = args.manager.resolve(&RBAC_DEFAULTS)?;
     manager::logging::init(settings.log_format, &settings.log_level)?;
+    tracing::debug!(filter = %settings.log_level, "logging at debug level");
+    compat::log_ignored(upstream);
     let mut mgr = Manager::new(settings, binary).await?;
     let selector = args.watch_label_selector;
     let metrics = mgr.metrics().reconcile().clone();

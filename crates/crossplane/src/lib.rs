@@ -6,7 +6,8 @@
 //! [`definition`] (the XRD controller, which starts one composite controller per XRD as a child of the
 //! term), [`revision`] (Composition → CompositionRevision), [`composite`] (the XR reconciler),
 //! [`rbac`] (the RBAC manager), [`roles`] (the user-facing crossplane-admin/edit/view/browse roles),
-//! [`backoff`] and [`error`].
+//! [`init`] (`core init`, `rbac init`), [`upstream_flags`] (upstream's flags and what we do with
+//! each), [`backoff`] and [`error`].
 #![forbid(unsafe_code)]
 
 pub mod backoff;
@@ -14,10 +15,12 @@ pub mod cli;
 pub mod composite;
 pub mod definition;
 pub mod error;
+pub mod init;
 pub mod metrics;
 pub mod rbac;
 pub mod revision;
 pub mod roles;
+pub mod upstream_flags;
 pub mod xcrd;
 
 pub use error::Error;

@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{CommandFactory, FromArgMatches, Parser};
+use manager::compat;
+pub use manager::compat::Flag;
 use manager::duration::{format_duration, parse_duration};
 use manager::{BinaryInfo, Defaults, Manager};
 
@@ -89,6 +91,43 @@ pub struct ProviderInfo {
     pub lease: Defaults,
     /// Flag defaults.
     pub defaults: ProviderDefaults,
+    /// The upstream provider's own flags beyond [`UPSTREAM_FLAGS`] (accepted for compatibility).
+    pub upstream_flags: &'static [Flag],
+}
+
+/// The help heading of the flags accepted for compatibility.
+const HEADING: &str = "Upstream compatibility";
+
+/// crossplane-runtime's flags that every upstream provider has and this runtime handles differently.
+/// `--metrics-bind-address` and `--health-probe-bind-address` also answer to upstream's environment
+/// variables and to `--health-probe-bind-addr`.
+pub const UPSTREAM_FLAGS: &[Flag] = &[
+    Flag::ignored_switch(
+        "enable-management-policies",
+        "management policies are always honoured",
+    )
+    .env("ENABLE_MANAGEMENT_POLICIES")
+    .default("true"),
+    Flag::ignored(
+        "poll-state-metric",
+        "crossplane-rs records no managed-resource state metrics yet",
+    )
+    .default("5s"),
+];
+
+/// The provider's clap command: the manager's and the provider's flags, upstream's aliases and
+/// environment variables, and the compatibility flags.
+fn command(info: &ProviderInfo) -> clap::Command {
+    let cmd = Cli::command().name(info.binary.name).version(info.binary.version);
+    let cmd = info.defaults.apply_to(info.lease.apply_to(cmd));
+    let cmd = cmd
+        .mut_arg("metrics_bind_address", |a| a.env("METRICS_BIND_ADDRESS"))
+        .mut_arg("health_probe_bind_address", |a| {
+            a.visible_alias("health-probe-bind-addr")
+                .env("HEALTH_PROBE_BIND_ADDRESS")
+        });
+    let cmd = compat::augment(cmd, HEADING, UPSTREAM_FLAGS);
+    compat::augment(cmd, HEADING, info.upstream_flags)
 }
 
 #[derive(Debug, Parser)]
@@ -105,12 +144,18 @@ pub fn main<F>(info: ProviderInfo, setup: F) -> ExitCode
 where
     F: FnOnce(&mut Manager, &Options),
 {
-    let cmd = Cli::command().name(info.binary.name).version(info.binary.version);
-    let cmd = info.defaults.apply_to(info.lease.apply_to(cmd));
-    let matches = cmd.get_matches();
+    let matches = command(&info).get_matches();
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let upstream = [UPSTREAM_FLAGS, info.upstream_flags].concat();
+    let given = match compat::given(&matches, &upstream) {
+        Ok(given) => given,
+        Err(refused) => {
+            eprintln!("error: {refused}");
+            std::process::exit(manager::UsageError::EXIT_CODE);
+        }
+    };
     if cli.provider.debug {
-        cli.manager.log_level = "debug".to_owned();
+        cli.manager.log_level = manager::logging::debug_filter(&info.binary.name.replace('-', "_"));
     }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
@@ -119,7 +164,7 @@ where
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli, info, setup)) {
+    match runtime.block_on(run(cli, info, &given, setup)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             if let manager::Error::Usage(usage) = &e {
@@ -131,12 +176,19 @@ where
     }
 }
 
-async fn run<F>(cli: Cli, info: ProviderInfo, setup: F) -> Result<(), manager::Error>
+async fn run<F>(
+    cli: Cli,
+    info: ProviderInfo,
+    upstream: &[compat::Given],
+    setup: F,
+) -> Result<(), manager::Error>
 where
     F: FnOnce(&mut Manager, &Options),
 {
     let settings = cli.manager.resolve(&info.lease)?;
     manager::logging::init(settings.log_format, &settings.log_level)?;
+    tracing::debug!(filter = %settings.log_level, "logging at debug level");
+    compat::log_ignored(upstream);
     let options = cli.provider.options(&info.defaults);
     let mut mgr = Manager::new(settings, info.binary).await?;
     for (addr, endpoints) in mgr.admin_addrs() {
@@ -178,5 +230,52 @@ mod tests {
         assert_eq!(o.poll_interval, Duration::from_secs(10));
         assert_eq!(o.max_concurrent, 1);
         assert_eq!(o.sync_interval, Some(Duration::from_secs(3600)));
+    }
+
+    const INFO: ProviderInfo = ProviderInfo {
+        binary: BinaryInfo {
+            name: "provider-test",
+            version: "0.0.0",
+        },
+        lease: Defaults::new("test"),
+        defaults: ProviderDefaults {
+            poll: Duration::from_secs(10),
+            max_reconcile_rate: 1,
+        },
+        upstream_flags: &[Flag::ignored("sanitize-secrets", "test")],
+    };
+
+    #[test]
+    fn upstream_provider_args_parse() {
+        let m = command(&INFO)
+            .try_get_matches_from([
+                "p",
+                "--debug",
+                "--enable-management-policies=false",
+                "--poll-state-metric",
+                "5s",
+                "--health-probe-bind-addr",
+                ":9440",
+                "--sanitize-secrets",
+                "true",
+                "-l",
+            ])
+            .expect("upstream's args parse");
+        let cli = Cli::from_arg_matches(&m).expect("cli");
+        assert_eq!(cli.manager.health_probe_bind_address.to_string(), "0.0.0.0:9440");
+        let upstream = [UPSTREAM_FLAGS, INFO.upstream_flags].concat();
+        let names: Vec<&str> = compat::given(&m, &upstream)
+            .expect("nothing refused")
+            .iter()
+            .map(|g| g.name)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "enable-management-policies",
+                "poll-state-metric",
+                "sanitize-secrets"
+            ]
+        );
     }
 }

@@ -90,8 +90,8 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
-    /// Log level or tracing filter directives (e.g. `info`, `debug,kube=info`).
-    #[arg(long, default_value = "info", value_name = "FILTER")]
+    /// Log level or tracing filter directives (e.g. `info`, `debug,kube=info`); RUST_LOG when not given.
+    #[arg(long, env = "RUST_LOG", default_value = "info", value_name = "FILTER")]
     pub log_level: String,
 
     /// How long to wait for leader work and other runnables to stop on shutdown; 0 aborts them at once.

@@ -44,6 +44,7 @@ pub mod admin;
 pub mod args;
 pub mod bind;
 pub mod client;
+pub mod compat;
 pub mod controller;
 pub mod duration;
 mod error;

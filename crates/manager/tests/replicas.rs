@@ -425,7 +425,10 @@ async fn missing_lease_rbac_is_a_clear_error_without_a_crash() -> Result<()> {
     // One clear error, not one per retry: at most one for the lock request and one for the lock watch.
     let reported = log
         .lines()
-        .filter(|l| l.to_lowercase().contains("forbidden") && (l.contains("ERROR") || l.contains("WARN")))
+        .filter(|l| {
+            l.to_lowercase().contains("forbidden")
+                && (l.contains(r#""level":"error""#) || l.contains(r#""level":"warn""#))
+        })
         .count();
     assert!(
         (1..=2).contains(&reported),

@@ -23,6 +23,7 @@
 
 pub mod client;
 pub mod connector;
+pub mod flags;
 pub mod manifest;
 pub mod object;
 pub mod types;
@@ -57,6 +58,7 @@ pub const INFO: ProviderInfo = ProviderInfo {
         poll: Duration::from_secs(600),
         max_reconcile_rate: 100,
     },
+    upstream_flags: flags::UPSTREAM_FLAGS,
 };
 
 /// The provider's two API groups.

@@ -32,6 +32,7 @@ pub const INFO: ProviderInfo = ProviderInfo {
         poll: Duration::from_secs(10),
         max_reconcile_rate: 1,
     },
+    upstream_flags: &[],
 };
 
 /// Registers the NopResource controller.

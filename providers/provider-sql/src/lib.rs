@@ -66,6 +66,7 @@ pub const INFO: ProviderInfo = ProviderInfo {
         poll: Duration::from_secs(600),
         max_reconcile_rate: 10,
     },
+    upstream_flags: &[],
 };
 
 /// The provider's two API groups.

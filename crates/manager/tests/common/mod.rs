@@ -41,10 +41,7 @@ pub struct Line {
 
 impl Line {
     pub fn message(&self) -> &str {
-        self.json
-            .as_ref()
-            .and_then(|j| j["message"].as_str())
-            .unwrap_or("")
+        self.json.as_ref().and_then(|j| j["msg"].as_str()).unwrap_or("")
     }
 
     pub fn field(&self, name: &str) -> &Value {
@@ -52,7 +49,7 @@ impl Line {
     }
 
     pub fn timestamp(&self) -> Option<Timestamp> {
-        self.field("timestamp").as_str()?.parse().ok()
+        self.field("ts").as_str()?.parse().ok()
     }
 }
 

@@ -1,0 +1,112 @@
+//! `crossplane core init` and `crossplane rbac init`, the init containers of upstream's chart.
+//!
+//! Upstream's `core init` installs the core's CRDs from the image, sets up webhook and TLS Secrets and
+//! pre-installs packages; of that, the CRDs apply to crossplane-rs, and they are built into the binary
+//! ([`crate::crds`]), so `core init` applies them with server-side apply and waits until each is
+//! Established. Upstream's `rbac init` waits until the XRD CRD is served; so does this one. Both exit 0
+//! when done, so the chart's Pods start as upstream's do.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use manager::BinaryInfo;
+use manager::compat::Given;
+
+/// The field manager of `core init`.
+pub const FIELD_MANAGER: &str = "crossplane-init";
+
+/// How long init waits for a CRD, as upstream's initializer.
+const WAIT: Duration = Duration::from_secs(60);
+
+/// `init` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum InitError {
+    /// No kubeconfig and no in-cluster config.
+    #[error("{0}; set KUBECONFIG, or run in a Pod with a ServiceAccount")]
+    Client(#[source] manager::client::ClientError),
+    /// A CRD could not be applied.
+    #[error(
+        "cannot apply CRD {name}: {source}; the ServiceAccount needs create and patch on customresourcedefinitions"
+    )]
+    Apply {
+        /// The CRD.
+        name: String,
+        /// Why.
+        source: kube::Error,
+    },
+    /// A CRD did not become Established (or did not appear) in time.
+    #[error(
+        "CRD {0} is not established after {WAIT:?}; check `kubectl get crd {0} -o yaml` for its conditions"
+    )]
+    NotEstablished(String),
+    /// Logging could not be set up.
+    #[error(transparent)]
+    Logging(#[from] manager::logging::LoggingError),
+}
+
+/// Runs `core init` (`core` true) or `rbac init`.
+pub async fn run(
+    core: bool,
+    debug: Option<&str>,
+    upstream: &[Given],
+    binary: BinaryInfo,
+) -> Result<(), InitError> {
+    manager::logging::init(manager::LogFormat::Text, debug.unwrap_or("info"))?;
+    manager::compat::log_ignored(upstream);
+    let identity = std::env::var("POD_NAME").unwrap_or_else(|_| "init".to_owned());
+    let agent = manager::client::user_agent(&binary, &identity);
+    let clients = manager::Clients::new(None, None, &agent)
+        .await
+        .map_err(InitError::Client)?;
+    let crds: Api<CustomResourceDefinition> = Api::all(clients.main);
+    let names = if core {
+        apply(&crds).await?
+    } else {
+        vec![format!(
+            "compositeresourcedefinitions.{}",
+            apis::apiextensions::GROUP
+        )]
+    };
+    for name in &names {
+        wait_established(&crds, name).await?;
+    }
+    tracing::info!(crds = ?names, "initialization has been completed");
+    Ok(())
+}
+
+async fn apply(crds: &Api<CustomResourceDefinition>) -> Result<Vec<String>, InitError> {
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    let mut names = Vec::new();
+    for crd in crate::crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        crds.patch(&name, &pp, &Patch::Apply(&crd))
+            .await
+            .map_err(|source| InitError::Apply {
+                name: name.clone(),
+                source,
+            })?;
+        tracing::info!(crd = %name, "applied");
+        names.push(name);
+    }
+    Ok(names)
+}
+
+async fn wait_established(crds: &Api<CustomResourceDefinition>, name: &str) -> Result<(), InitError> {
+    let start = Instant::now();
+    loop {
+        let crd = crds.get_opt(name).await.ok().flatten();
+        let established = crd
+            .and_then(|c| c.status)
+            .and_then(|s| s.conditions)
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"));
+        if established {
+            return Ok(());
+        }
+        if start.elapsed() > WAIT {
+            return Err(InitError::NotEstablished(name.to_owned()));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
