@@ -6,6 +6,8 @@
 //!   declare in code, a PodDisruptionBudget);
 //! - `deploy/crossplane-roles/`: the user-facing `crossplane-{admin,edit,view,browse}` ClusterRoles that
 //!   the RBAC manager's per-XRD roles aggregate into (`crossplane::roles`);
+//! - `deploy/charts/crossplane-rs/`: the same as a Helm chart with upstream Crossplane's value names
+//!   ([`crate::chart`]);
 //! - `deploy/kustomization.yaml`: all of it, in namespace `crossplane-system`, with the Namespace;
 //! - `deploy/fencing/`: opt-in, a ValidatingAdmissionPolicy and binding per binary that make the
 //!   apiserver refuse the binary's writes unless they come from the pod holding its Lease
@@ -43,7 +45,7 @@ const TERMINATION_SLACK: Duration = Duration::from_secs(10);
 /// The non-root user and group (the images' user).
 const USER: i64 = 65532;
 /// The port of /metrics (manager `--metrics-bind-address` default).
-const METRICS_PORT: i64 = 8080;
+pub(crate) const METRICS_PORT: i64 = 8080;
 /// The port of /healthz and /readyz (manager `--health-probe-bind-address` default).
 const PROBE_PORT: i64 = 8081;
 
@@ -302,6 +304,9 @@ pub fn render() -> anyhow::Result<BTreeMap<PathBuf, String>> {
             "metadata": {"name": NAMESPACE, "labels": labels("crossplane-system")},
         }))?,
     );
+    // The same objects as a Helm chart with upstream's value names.
+    files.extend(crate::chart::render(&binaries, version)?);
+
     let mut resources = vec!["namespace.yaml".to_owned(), "crds".to_owned()];
     resources.extend(binaries.iter().map(|b| b.name.to_owned()));
     resources.push(USER_ROLES.to_owned());
@@ -483,7 +488,8 @@ fn aggregate_suffix() -> String {
         .to_owned()
 }
 
-fn deployment(b: &Deployed, version: &str) -> Value {
+/// The Deployment of `b`.
+pub(crate) fn deployment(b: &Deployed, version: &str) -> Value {
     let name = b.name;
     let selector = json!({"matchLabels": {"app.kubernetes.io/name": name}});
     let field = |path: &str| json!({"fieldRef": {"apiVersion": "v1", "fieldPath": path}});

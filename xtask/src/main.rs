@@ -14,6 +14,7 @@
 
 mod bench;
 mod chaos;
+mod chart;
 mod control_plane;
 mod demo;
 mod generate;

@@ -10,6 +10,13 @@ use crate::{harness, runtime, target_dir};
 pub fn run(args: &[String]) -> anyhow::Result<i32> {
     crate::prereq::ensure()?;
     let harness = harness()?;
+    let start = Instant::now();
+    let helm = testenv::helm::ensure_built(&target_dir()).context("building helm for the chart test")?;
+    eprintln!(
+        "[helm] ready: {} ({:.1}s)",
+        helm.display(),
+        start.elapsed().as_secs_f64()
+    );
     let dir = target_dir().join("testbed").join("test");
     if dir.exists() {
         std::fs::remove_dir_all(&dir)

@@ -28,6 +28,7 @@ mod control_plane;
 mod error;
 pub mod go_candidate;
 pub mod harness;
+pub mod helm;
 mod kubeconfig;
 mod ports;
 pub mod postgres;
