@@ -28,10 +28,10 @@ pub use error::Error;
 /// The core's CRDs: CompositeResourceDefinition, Composition and CompositionRevision.
 pub fn crds()
 -> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> {
-    use apis::apiextensions::{CompositeResourceDefinition, Composition, CompositionRevision};
+    use apis::apiextensions::{Composition, CompositionRevision};
     use kube::CustomResourceExt;
     vec![
-        CompositeResourceDefinition::crd(),
+        apis::apiextensions::xrd::crd(),
         Composition::crd(),
         CompositionRevision::crd(),
     ]

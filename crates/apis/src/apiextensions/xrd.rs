@@ -1,5 +1,5 @@
 //! CompositeResourceDefinition, `apiextensions.crossplane.io/v2` (crossplane `apis/apiextensions/v2/
-//! xrd_types.go`).
+//! xrd_types.go`), also served as the deprecated `v1`, the storage version, as upstream ([`crd`]).
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceColumnDefinition;
 use kube::CustomResource;
@@ -148,6 +148,48 @@ pub struct CompositeResourceDefinitionSpec {
     /// The connection secret keys an XR publishes (legacy XRs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub connection_secret_keys: Vec<String>,
+    /// What deleting a claim does to its XR by default (`Background` or `Foreground`; legacy XRs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_composite_delete_policy: Option<String>,
+}
+
+/// The warning the apiserver returns to clients of `apiextensions.crossplane.io/v1` XRDs, as upstream.
+pub const V1_DEPRECATION: &str = "CompositeResourceDefinition v1 is deprecated and will be removed in a future release; consider migrating to v2";
+
+/// The XRD CRD as upstream serves it: `v1` (the storage version, deprecated, `scope` defaulting to
+/// `LegacyCluster`) and `v2` (`scope` defaulting to `Namespaced`), one schema, conversion `None`.
+///
+/// Serving and storing `v1` lets this CRD replace upstream's on a cluster whose `status.storedVersions`
+/// holds `v1`, and lets users' `apiextensions.crossplane.io/v1` manifests apply unchanged. The
+/// controllers read XRDs as `v2`; the apiserver serves either version of the same stored object.
+pub fn crd() -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    use kube::CustomResourceExt;
+    let mut crd = CompositeResourceDefinition::crd();
+    if let Some(v2) = crd.spec.versions.first_mut() {
+        v2.storage = false;
+        let mut v1 = v2.clone();
+        v1.name = "v1".to_owned();
+        v1.storage = true;
+        v1.deprecated = Some(true);
+        v1.deprecation_warning = Some(V1_DEPRECATION.to_owned());
+        if let Some(scope) = v1
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            .and_then(|s| s.properties.as_mut())
+            .and_then(|p| p.get_mut("spec"))
+            .and_then(|s| s.properties.as_mut())
+            .and_then(|p| p.get_mut("scope"))
+        {
+            scope.default = Some(
+                k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSON(serde_json::json!(
+                    "LegacyCluster"
+                )),
+            );
+        }
+        crd.spec.versions.insert(0, v1);
+    }
+    crd
 }
 
 /// The kind of the controllers an XRD started.
@@ -202,6 +244,33 @@ mod tests {
         assert_eq!(crd.spec.scope, "Cluster");
         assert_eq!(crd.spec.versions[0].name, "v2");
         assert_eq!(crd.spec.group, "apiextensions.crossplane.io");
+    }
+
+    #[test]
+    fn crd_serves_v1_as_storage_and_v2() {
+        let crd = crd();
+        let versions: Vec<(&str, bool, bool)> = crd
+            .spec
+            .versions
+            .iter()
+            .map(|v| (v.name.as_str(), v.served, v.storage))
+            .collect();
+        assert_eq!(versions, [("v1", true, true), ("v2", true, false)]);
+        let default_scope = |i: usize| {
+            crd.spec.versions[i]
+                .schema
+                .as_ref()
+                .and_then(|s| s.open_api_v3_schema.as_ref())
+                .and_then(|s| s.properties.as_ref())
+                .and_then(|p| p.get("spec"))
+                .and_then(|s| s.properties.as_ref())
+                .and_then(|p| p.get("scope"))
+                .and_then(|s| s.default.as_ref())
+                .map(|d| d.0.clone())
+        };
+        assert_eq!(default_scope(0), Some(serde_json::json!("LegacyCluster")));
+        assert_eq!(default_scope(1), Some(serde_json::json!("Namespaced")));
+        assert_eq!(crd.spec.versions[0].deprecated, Some(true));
     }
 
     #[test]

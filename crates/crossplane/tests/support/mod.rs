@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use apis::apiextensions::{CompositeResourceDefinition, Composition, CompositionRevision};
+use apis::apiextensions::{Composition, CompositionRevision};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::core::ApiResource;
@@ -28,7 +28,7 @@ pub fn unique() -> String {
 pub async fn install_crds(client: &Client) -> anyhow::Result<()> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crds = [
-        CompositeResourceDefinition::crd(),
+        apis::apiextensions::xrd::crd(),
         Composition::crd(),
         CompositionRevision::crd(),
         provider_nop::types::NopResource::crd(),

@@ -13,7 +13,7 @@ use super::{Group, XR_GROUP};
 impl World<'_> {
     pub(super) async fn setup(&mut self) -> anyhow::Result<()> {
         let crds = [
-            apis::apiextensions::CompositeResourceDefinition::crd(),
+            apis::apiextensions::xrd::crd(),
             apis::apiextensions::Composition::crd(),
             apis::apiextensions::CompositionRevision::crd(),
             provider_nop::types::NopResource::crd(),
