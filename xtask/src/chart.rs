@@ -293,6 +293,7 @@ fn deployment_template(b: &Deployed, version: &str, values: &mut Value) -> anyho
     pod["priorityClassName"] = mark("priority", Marker::Scalar(expr(&k.priority)));
     pod["imagePullSecrets"] = mark("pullSecrets", Marker::Block(".Values.imagePullSecrets".into()));
     let template_meta = &mut d["spec"]["template"]["metadata"];
+    // deploy/'s prometheus.io annotations when metrics.enabled (true by default, as deploy/ has them).
     template_meta["annotations"] =
         json!({mark("metrics", Marker::MetricsAnnotations).as_str().unwrap_or_default(): "x"});
     if let Some(path) = &k.enabled {
@@ -311,7 +312,7 @@ pub fn render(binaries: &[Deployed], version: &str) -> anyhow::Result<BTreeMap<P
     let mut values = json!({
         "imagePullSecrets": [],
         "serviceAccount": {"customAnnotations": {}},
-        "metrics": {"enabled": false},
+        "metrics": {"enabled": true},
     });
     for b in binaries {
         for crd in (b.crds)() {

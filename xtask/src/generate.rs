@@ -540,7 +540,12 @@ pub(crate) fn deployment(b: &Deployed, version: &str) -> Value {
             "selector": selector,
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
             "template": {
-                "metadata": {"labels": labels(name)},
+                // Scraped by a Prometheus that honours these annotations, as upstream's chart sets them.
+                "metadata": {"labels": labels(name), "annotations": {
+                    "prometheus.io/scrape": "true",
+                    "prometheus.io/port": METRICS_PORT.to_string(),
+                    "prometheus.io/path": "/metrics",
+                }},
                 "spec": {
                     "serviceAccountName": name,
                     "terminationGracePeriodSeconds": termination_grace(&b.lease),

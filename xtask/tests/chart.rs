@@ -136,7 +136,7 @@ serviceAccount:
   customAnnotations: {eks.amazonaws.com/role-arn: "arn:aws:iam::1:role/x"}
 extraEnvVarsCrossplane: {TOKIO_WORKER_THREADS: "2", sample.var: "x"}
 metrics:
-  enabled: true
+  enabled: false
 rbacManager:
   deploy: false
 providers:
@@ -247,7 +247,10 @@ fn upstream_value_names_land_where_upstream_puts_them() -> Result<()> {
         "spread: {}",
         pod["topologySpreadConstraints"]
     );
-    ensure!(core["spec"]["template"]["metadata"]["annotations"]["prometheus.io/scrape"] == "true");
+    ensure!(
+        core["spec"]["template"]["metadata"]["annotations"].is_null(),
+        "metrics.enabled=false drops the prometheus.io annotations"
+    );
     ensure!(core["metadata"]["namespace"] == "xp");
     let sa = objs
         .get("ServiceAccount/crossplane")
