@@ -129,8 +129,14 @@ pub fn deployed() -> Vec<Deployed> {
 pub fn run(check: bool) -> anyhow::Result<i32> {
     let root = testenv::harness::repo_root().join("deploy");
     let files = render()?;
+    let readme_path = testenv::harness::repo_root().join("README.md");
+    let readme = std::fs::read_to_string(&readme_path).context("reading README.md")?;
+    let new_readme = crate::upstream::readme(&readme)?;
     if check {
-        let drift = drift(&root, &files)?;
+        let mut drift = drift(&root, &files)?;
+        if new_readme != readme {
+            drift.push("../README.md (the upstream tables)".to_owned());
+        }
         if drift.is_empty() {
             eprintln!("[generate] deploy/ is up to date ({} files)", files.len());
             return Ok(0);
@@ -147,6 +153,9 @@ pub fn run(check: bool) -> anyhow::Result<i32> {
             std::fs::remove_file(root.join(&stale))
                 .with_context(|| format!("removing {}", stale.display()))?;
         }
+    }
+    if new_readme != readme {
+        std::fs::write(&readme_path, new_readme).context("writing README.md")?;
     }
     for (path, text) in &files {
         let full = root.join(path);

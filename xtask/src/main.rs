@@ -21,6 +21,7 @@ mod generate;
 mod image;
 mod prereq;
 mod test;
+mod upstream;
 
 use std::path::PathBuf;
 
