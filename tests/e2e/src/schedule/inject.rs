@@ -14,10 +14,11 @@ use super::{CLOCK_OFFSET, CURRENT_VERSION, Fault, Group, NEXT_VERSION, REPLICAS,
 /// How long the apiserver gets to exit after SIGTERM in an apiserver restart.
 const APISERVER_STOP_GRACE: Duration = Duration::from_secs(3);
 
-/// A leader frozen by the schedule: who, and when it was let go again.
+/// A leader frozen by the schedule: who, and when it was frozen (it runs again once its successor
+/// leads).
 pub(super) struct Pause {
     pub(super) identity: String,
-    pub(super) resumed: Timestamp,
+    pub(super) stopped: Timestamp,
 }
 
 impl World<'_> {
@@ -33,22 +34,23 @@ impl World<'_> {
             Fault::Kill => {
                 self.kill(slot, "SIGKILL (schedule)")?;
                 let next = self.wait_leader(group, Some(&leader), TAKEOVER_TIMEOUT).await?;
-                self.spawn(slot, None)?;
+                self.spawn(slot, None).await?;
                 Ok(format!("{leader} -> {next}"))
             }
             Fault::Term => {
                 self.terminate(slot, "SIGTERM (schedule)").await?;
                 let next = self.wait_leader(group, Some(&leader), TAKEOVER_TIMEOUT).await?;
-                self.spawn(slot, None)?;
+                self.spawn(slot, None).await?;
                 Ok(format!("{leader} -> {next}"))
             }
             Fault::Stop => {
+                let stopped = Timestamp::now();
                 self.replica(slot)?.signal(Signal::SIGSTOP)?;
                 tokio::time::sleep(beyond_lease).await;
                 let next = self.wait_leader(group, Some(&leader), TAKEOVER_TIMEOUT).await;
                 self.pauses.push(Pause {
                     identity: leader.clone(),
-                    resumed: Timestamp::now(),
+                    stopped,
                 });
                 self.replica(slot)?.signal(Signal::SIGCONT)?;
                 let next = next?;
@@ -110,7 +112,7 @@ impl World<'_> {
         self.skew_forward = !self.skew_forward;
         self.terminate(slot, "SIGTERM (schedule: restart with a skewed clock)")
             .await?;
-        self.spawn(slot, Some(offset.clone()))?;
+        self.spawn(slot, Some(offset.clone())).await?;
         let skewed = self.replica(slot)?.identity.clone();
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let mut chain = vec![leader.to_owned()];
@@ -123,7 +125,7 @@ impl World<'_> {
             self.terminate(s, "SIGTERM (schedule: hand over to the skewed replica)")
                 .await?;
             current = self.wait_leader(group, Some(&current), TAKEOVER_TIMEOUT).await?;
-            self.spawn(s, None)?;
+            self.spawn(s, None).await?;
             chain.push(current.clone());
         }
         if current != skewed {
@@ -151,7 +153,7 @@ impl World<'_> {
                 replaced.push(format!("leader {old} -> {next}"));
             }
             self.slots[i].next = target;
-            self.spawn(i, None)?;
+            self.spawn(i, None).await?;
             let new = self.replica(i)?.identity.clone();
             if i != leader_slot {
                 replaced.push(format!("{old}=>{new}"));
