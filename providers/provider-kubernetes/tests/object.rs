@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
@@ -584,6 +584,17 @@ async fn bad_input_reports_and_backs_off() -> Result<()> {
     }
     // Status is written when it changes, not on every retry.
     ensure!(status_writes.len() <= 12, "{} status writes", status_writes.len());
+    // The client built from the ProviderConfig's kubeconfig sends the replica's user agent, so that
+    // the target's audit log tells which replica made each request.
+    let limited_agents: BTreeSet<&str> = events
+        .iter()
+        .filter(|e| e.received >= started && e.user == format!("system:serviceaccount:{ns}:limited"))
+        .map(|e| e.user_agent.as_str())
+        .collect();
+    ensure!(
+        limited_agents == BTreeSet::from([ua.as_str()]),
+        "the kubeconfig client's user agents: {limited_agents:?}, expected only {ua:?}"
+    );
     child.kill();
     Ok(())
 }
