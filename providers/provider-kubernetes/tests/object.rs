@@ -221,7 +221,16 @@ async fn object_lifecycle() -> Result<()> {
 
     // The ProviderConfig cannot be deleted while in use.
     pcs.delete("local", &DeleteParams::default()).await?;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Wait for the controller to have handled the deletion (it says Terminating) rather than for a
+    // fixed time: then that it is still there means the controller kept it.
+    eventually("the ProviderConfig Terminating", Duration::from_secs(20), || {
+        let pcs = pcs.clone();
+        async move {
+            let pc = serde_json::to_value(pcs.get("local").await?)?;
+            Ok(cond(&pc, "Terminating").is_some_and(|c| c.0 == "True"))
+        }
+    })
+    .await?;
     let pc = pcs
         .get("local")
         .await
