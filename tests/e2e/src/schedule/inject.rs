@@ -11,6 +11,11 @@ use nix::sys::signal::Signal;
 use super::world::World;
 use super::{CLOCK_OFFSET, CURRENT_VERSION, Fault, Group, NEXT_VERSION, REPLICAS, TAKEOVER_TIMEOUT};
 
+/// With the fence on, how long a leader's requests are in flight in its relay before SIGSTOP; what is
+/// in flight when it freezes is delivered after the takeover.
+const IN_FLIGHT_DELAY: Duration = Duration::from_millis(400);
+/// How long held requests get to reach the apiserver and be answered before SIGCONT.
+const DELIVERY_WAIT: Duration = Duration::from_secs(2);
 /// How long the apiserver gets to exit after SIGTERM in an apiserver restart.
 const APISERVER_STOP_GRACE: Duration = Duration::from_secs(3);
 
@@ -44,6 +49,18 @@ impl World<'_> {
                 Ok(format!("{leader} -> {next}"))
             }
             Fault::Stop => {
+                // With the server-side fence in force, the freeze also catches writes in flight: the
+                // leader's relay delays what it sends (so requests, writes among them, are on the
+                // wire for a while), then holds it and the leader is stopped; what was in flight is
+                // delivered after the takeover while the process is still stopped (so it cannot
+                // cancel it). Without the fence that is the gap no client-side check closes, so the
+                // fence-off part of a run freezes the process alone.
+                let in_flight = self.fence_from.is_some();
+                if in_flight {
+                    self.slots[slot].relay.delay(IN_FLIGHT_DELAY);
+                    tokio::time::sleep(IN_FLIGHT_DELAY * 4).await;
+                    self.slots[slot].relay.hold(true);
+                }
                 let stopped = Timestamp::now();
                 self.replica(slot)?.signal(Signal::SIGSTOP)?;
                 tokio::time::sleep(beyond_lease).await;
@@ -52,9 +69,19 @@ impl World<'_> {
                     identity: leader.clone(),
                     stopped,
                 });
+                if in_flight {
+                    self.slots[slot].relay.delay(Duration::ZERO);
+                    self.slots[slot].relay.hold(false);
+                    tokio::time::sleep(DELIVERY_WAIT).await;
+                }
                 self.replica(slot)?.signal(Signal::SIGCONT)?;
                 let next = next?;
-                Ok(format!("{leader} stopped {beyond_lease:?} -> {next}"))
+                let held = if in_flight {
+                    format!(" (what it had in flight, up to {IN_FLIGHT_DELAY:?} of requests, delivered late)")
+                } else {
+                    String::new()
+                };
+                Ok(format!("{leader} stopped {beyond_lease:?}{held} -> {next}"))
             }
             Fault::RelayCut => {
                 let cut = self.slots[slot].relay.cut().await?;

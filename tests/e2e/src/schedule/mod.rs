@@ -24,6 +24,9 @@
 //! - [`Fault::Kill`]: SIGKILL the leader, wait for a standby to take over, start a new replica;
 //! - [`Fault::Term`]: SIGTERM the leader (it must exit 0, releasing the Lease), then start a new one;
 //! - [`Fault::Stop`]: SIGSTOP the leader for longer than the lease, SIGCONT it after a standby took over;
+//!   with the server-side fence in force, its relay first delays what it sends by 400 ms and holds it
+//!   at the SIGSTOP, so that the requests it had in flight (writes among them) reach the apiserver
+//!   after the takeover, while it is still stopped;
 //! - [`Fault::ApiserverRestart`]: restart the apiserver (both Leases);
 //! - [`Fault::RelayCut`]: cut only the leader's relay for longer than the lease, then restore it;
 //! - [`Fault::ClockSkew`]: restart a standby under libfaketime (`FAKETIME=+5m`, the next time `-5m`;
@@ -46,13 +49,13 @@
 //! lacks that pod's identity. A write outside its writer's terms is judged by the apiserver's answer,
 //! with no grace window (see `check`): if it may have taken effect it is a violation.
 //!
-//! A frozen leader (SIGSTOP) can send, when SIGCONT lets it run, a write it began inside its term: the
+//! A frozen leader (SIGSTOP) can deliver, after the takeover, a write it sent inside its term: the
 //! client-side fence checked it before the freeze. Without the server-side fence only the apiserver's
-//! optimistic concurrency can refuse it (409), so self-fencing must make such writes carry a
-//! resourceVersion. With [`Config::fence_after`], the schedule installs the server-side fence
-//! (`election::admission::FencePolicy`, one per slot's ServiceAccount) part-way through; from then on
-//! every late write of a frozen leader must be refused with 403 (or a refusal the apiserver makes
-//! before admission), and the report lists each with its answer.
+//! optimistic concurrency can refuse it (409). With [`Config::fence_after`], the schedule installs the
+//! server-side fence (`election::admission::FencePolicy`, one per slot's ServiceAccount) part-way
+//! through; from then on the Stop fault puts the leader's in-flight requests on the wire late on
+//! purpose (see [`Fault::Stop`]), and every late write of a frozen leader must be refused with 403 (or
+//! with 409/404, which the apiserver decides before admission). The report lists each with its answer.
 //!
 //! This module is test machinery: its errors are `anyhow` errors that end up in a test failure or in
 //! `cargo xtask chaos`'s exit code.
