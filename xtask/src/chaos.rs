@@ -1,7 +1,10 @@
-//! `cargo xtask chaos [--changes N] [--nop-resources N] [--xrs N]`: the full fault schedule of issue 8
-//! (see `tests/e2e/src/schedule/`) on a control plane of its own, until at least `N` leadership
-//! changes (100 by default) with 200 NopResources; prints changes per fault kind, the checker's result
-//! and the time taken. The bounded version runs in `cargo xtask test` (`tests/e2e/tests/faults.rs`).
+//! `cargo xtask chaos [--changes N] [--nop-resources N] [--xrs N] [--fence-after N]`: the full fault
+//! schedule of issue 8 (see `tests/e2e/src/schedule/`) on a control plane of its own, until at least
+//! `N` leadership changes (100 by default) with 200 NopResources. The first part runs with
+//! self-fencing alone; after `--fence-after` changes (half by default) the server-side fence is
+//! installed, so the run reports both modes. It prints the summary and writes every figure to
+//! `docs/reliability.md` and `docs/reliability.json`. The bounded version runs in `cargo xtask test`
+//! (`tests/e2e/tests/faults.rs`, fence off).
 
 use std::time::{Duration, Instant};
 
@@ -18,6 +21,8 @@ pub struct Options {
     pub nop_resources: usize,
     /// XRs.
     pub xrs: usize,
+    /// Install the server-side fence after this many leadership changes.
+    pub fence_after: usize,
 }
 
 /// Builds the replica binaries, starts a control plane, runs the schedule and returns the exit code.
@@ -42,6 +47,7 @@ pub fn run(options: &Options) -> anyhow::Result<i32> {
         nop_resources: options.nop_resources,
         xrs: options.xrs,
         min_changes: options.changes,
+        fence_after: Some(options.fence_after),
         // About 1.1 changes per fault and 6 s per fault, with room to spare.
         time_limit: Duration::from_secs(60 + 15 * options.changes as u64),
         timings: Timings::FAST,
@@ -59,9 +65,10 @@ pub fn run(options: &Options) -> anyhow::Result<i32> {
         report
     })?;
     println!("{}", report.summary());
+    let minutes = started.elapsed().as_secs_f64() / 60.0;
+    write_docs(&report, options, minutes)?;
     println!(
-        "cargo xtask chaos: {:.1} min in all; replica logs and the audit log under {}",
-        started.elapsed().as_secs_f64() / 60.0,
+        "cargo xtask chaos: {minutes:.1} min in all; replica logs and the audit log under {}",
         dir.display()
     );
     if report.passed(options.changes) {
@@ -71,4 +78,46 @@ pub fn run(options: &Options) -> anyhow::Result<i32> {
         println!("FAILED");
         Ok(1)
     }
+}
+
+/// Writes `docs/reliability.md` and `docs/reliability.json` from the report.
+fn write_docs(report: &schedule::Report, options: &Options, minutes: f64) -> anyhow::Result<()> {
+    let docs = testenv::harness::repo_root().join("docs");
+    let verdict = if report.passed(options.changes) {
+        "PASSED"
+    } else {
+        "FAILED"
+    };
+    let how = format!(
+        "Written by `cargo xtask chaos --changes {} --nop-resources {} --xrs {} --fence-after {}` on {} \
+         ({minutes:.1} min on this machine; verdict: **{verdict}**). Three provider-nop and three core \
+         replicas, each process with a ServiceAccount token bound to a pod of its own, were hit by the \
+         faults below one after another until at least {} leadership changes. The first {} changes ran \
+         with self-fencing alone; then the server-side fence (`deploy/fencing`) was installed. Every \
+         write of a replica is attributed by the pod its token is bound to and judged by the \
+         apiserver's answer, with no grace window (see `tests/e2e/src/schedule/check.rs`).",
+        options.changes,
+        options.nop_resources,
+        options.xrs,
+        options.fence_after,
+        jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M UTC"),
+        options.changes,
+        options.fence_after,
+    );
+    let md = docs.join("reliability.md");
+    std::fs::write(&md, report.to_markdown(&how)).with_context(|| format!("writing {}", md.display()))?;
+    let mut json = report.to_json();
+    json["verdict"] = verdict.into();
+    json["minutes"] = format!("{minutes:.1}").into();
+    json["options"] = serde_json::json!({
+        "changes": options.changes,
+        "nop_resources": options.nop_resources,
+        "xrs": options.xrs,
+        "fence_after": options.fence_after,
+    });
+    let path = docs.join("reliability.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n")
+        .with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("[chaos] wrote {} and {}", md.display(), path.display());
+    Ok(())
 }

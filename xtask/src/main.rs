@@ -9,7 +9,9 @@
 //! - `cargo xtask image [BINARY|--all]` packs release binaries as OCI image archives.
 //! - `cargo xtask harness` only builds the harness.
 //! - `cargo xtask bench [--quick]` measures our elector against client-go's and writes `docs/benchmarks.*`.
-//! - `cargo xtask chaos [--changes N]` runs the full fault schedule (issue 8) and prints its summary.
+//! - `cargo xtask chaos [--changes N] [--fence-after N]` runs the full fault schedule (issue 8), first
+//!   without and then with the server-side fence, prints its summary and writes
+//!   `docs/reliability.md` and `docs/reliability.json`.
 #![forbid(unsafe_code)]
 
 mod bench;
@@ -106,6 +108,10 @@ enum Command {
         /// XRs, each composing a NopResource.
         #[arg(long, default_value_t = 20)]
         xrs: usize,
+        /// Install the server-side fence after this many leadership changes (default: half of
+        /// --changes); before it, self-fencing alone is judged.
+        #[arg(long)]
+        fence_after: Option<usize>,
     },
 }
 
@@ -136,10 +142,12 @@ fn main() {
             changes,
             nop_resources,
             xrs,
+            fence_after,
         } => chaos::run(&chaos::Options {
             changes,
             nop_resources,
             xrs,
+            fence_after: fence_after.unwrap_or(changes / 2),
         }),
         Command::Harness => harness().map(|p| {
             println!("{}", p.display());

@@ -278,7 +278,8 @@ async fn xrd_composition_xr_compose_nop_resources_end_to_end() -> anyhow::Result
     })
     .await?;
 
-    // A change of an XR field flows through.
+    // A change of an XR field flows through. How long it takes calibrates the paused check below.
+    let change_sent = std::time::Instant::now();
     xrs.patch(
         &xr_name,
         &PatchParams::default(),
@@ -293,6 +294,7 @@ async fn xrd_composition_xr_compose_nop_resources_end_to_end() -> anyhow::Result
             .then_some(()))
     })
     .await?;
+    let flow = change_sent.elapsed();
     assert_eq!(
         nops.list(&by_xr).await?.items.len(),
         2,
@@ -349,7 +351,11 @@ async fn xrd_composition_xr_compose_nop_resources_end_to_end() -> anyhow::Result
         &Patch::Merge(&json!({"spec": {"size": "small"}})),
     )
     .await?;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Positive control: wait three times as long as the same kind of change took to flow through
+    // when the XR was not paused (at least 3 s), so that "not composed" is not "not yet".
+    let window = (flow * 3).max(Duration::from_secs(3));
+    println!("a change flowed in {flow:?}; watching the paused XR for {window:?}");
+    tokio::time::sleep(window).await;
     let l = nops.list(&by_xr).await?;
     assert_eq!(
         json(&l.items[0])["spec"]["forProvider"]["fields"]["size"],

@@ -1,8 +1,13 @@
 //! A typed reader of the apiserver's audit log: the neutral witness of who wrote what, and when.
 //!
 //! The apiserver writes one JSON `audit.k8s.io/v1` Event per line, at level Metadata, for the stages
-//! `ResponseStarted` (long-running requests such as watches) and `ResponseComplete`. Lines that do not
-//! parse (for example a line cut short while the apiserver writes it) are skipped and counted.
+//! `RequestReceived`, `ResponseStarted` (long-running requests such as watches) and `ResponseComplete`.
+//! The reader reads the files the apiserver rotated away (`audit-<time>.log`) before the current one,
+//! so that nothing is lost even if the log was rotated. Lines that do not parse (for example a line cut
+//! short when the apiserver was killed) are skipped and counted; the last line of the current file is
+//! ignored while it is still being written (no newline yet). Stages of one request share an audit ID:
+//! [`AuditRead::events`] holds each completed request once, and [`AuditRead::cut_off`] each request
+//! that was received but never answered (the apiserver stopped first).
 
 use std::path::{Path, PathBuf};
 
@@ -46,6 +51,9 @@ pub struct AuditEvent {
     pub stage_time: Timestamp,
     /// The request body, recorded for writes to Leases and ConfigMaps (the lock objects).
     pub request_object: Option<serde_json::Value>,
+    /// The pod a ServiceAccount token is bound to (`authentication.kubernetes.io/pod-name` in the
+    /// user's extra), which tells apart replicas that share a ServiceAccount.
+    pub pod_name: Option<String>,
 }
 
 impl AuditEvent {
@@ -112,10 +120,17 @@ pub struct AuditLog {
 /// The result of reading the log.
 #[derive(Debug, Clone, Default)]
 pub struct AuditRead {
-    /// The completed requests (stage `ResponseComplete` or `Panic`), in log order.
+    /// The completed requests (stage `ResponseComplete` or `Panic`), each once, in log order; with
+    /// [`AuditLog::read_all_stages`], every stage of every request.
     pub events: Vec<AuditEvent>,
+    /// Requests received but never answered: a `RequestReceived` stage and no later one (cut off by an
+    /// apiserver restart, or still in progress when the log was read); only writes, unless all stages
+    /// were read. Their `code` is 0 and their `stage_time` is when they were received.
+    pub cut_off: Vec<AuditEvent>,
     /// How many lines did not parse.
     pub skipped: usize,
+    /// How many files were read (the current one and any rotated ones).
+    pub files: usize,
 }
 
 impl AuditLog {
@@ -129,18 +144,50 @@ impl AuditLog {
         &self.path
     }
 
-    /// Reads every completed request from the log.
+    /// Reads every completed request from the log, and the requests that were cut off.
     pub fn read(&self) -> Result<AuditRead> {
-        let text =
-            std::fs::read_to_string(&self.path).map_err(Error::io("reading the audit log", &self.path))?;
-        Ok(parse(&text, false))
+        Ok(parse_files(&self.texts()?, false))
     }
 
-    /// Reads every event, including `ResponseStarted` stages of long-running requests such as watches.
+    /// Reads every event of every stage, `RequestReceived` and `ResponseStarted` included.
     pub fn read_all_stages(&self) -> Result<AuditRead> {
-        let text =
-            std::fs::read_to_string(&self.path).map_err(Error::io("reading the audit log", &self.path))?;
-        Ok(parse(&text, true))
+        Ok(parse_files(&self.texts()?, true))
+    }
+
+    /// Like [`AuditLog::read`], but parses only the lines that contain `needle` (e.g.
+    /// `"resource":"leases"`): much faster on a large log when only some requests matter.
+    pub fn read_containing(&self, needle: &str) -> Result<AuditRead> {
+        Ok(parse_lines(&self.texts()?, false, |l| l.contains(needle)))
+    }
+
+    /// The files rotated away (`<stem>-<time>.<ext>` beside the log, oldest first), then the log.
+    fn files(&self) -> Result<Vec<PathBuf>> {
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        let stem = self.path.file_stem().and_then(|s| s.to_str()).unwrap_or("audit");
+        let ext = self.path.extension().and_then(|s| s.to_str()).unwrap_or("log");
+        let prefix = format!("{stem}-");
+        let suffix = format!(".{ext}");
+        let mut rotated: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(Error::io("listing the audit log's directory", dir))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(&suffix))
+            })
+            .collect();
+        // lumberjack names backups by their rotation time (`2006-01-02T15-04-05.000`): name order is
+        // time order.
+        rotated.sort();
+        rotated.push(self.path.clone());
+        Ok(rotated)
+    }
+
+    fn texts(&self) -> Result<Vec<String>> {
+        self.files()?
+            .iter()
+            .map(|p| std::fs::read_to_string(p).map_err(Error::io("reading the audit log", p)))
+            .collect()
     }
 
     /// The completed requests whose user is `user`, as a convenience.
@@ -154,17 +201,63 @@ impl AuditLog {
     }
 }
 
-/// Parses audit-log text. Public for unit tests of consumers.
+/// Parses audit-log text (one file). Public for unit tests of consumers.
 pub fn parse(text: &str, all_stages: bool) -> AuditRead {
-    let mut out = AuditRead::default();
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        match serde_json::from_str::<RawEvent>(line) {
-            Ok(raw) => {
-                if all_stages || raw.stage == "ResponseComplete" || raw.stage == "Panic" {
-                    out.events.push(raw.into());
-                }
+    parse_files(&[text.to_owned()], all_stages)
+}
+
+/// Parses the texts of the rotated files and the current one, in order. The last line of the last
+/// text is ignored if it has no newline yet (the apiserver is writing it). Without `all_stages`, the
+/// `RequestReceived` stage of a read (get, list, watch) is skipped unparsed: only writes can be cut off
+/// in a way that matters.
+pub fn parse_files(texts: &[String], all_stages: bool) -> AuditRead {
+    parse_lines(texts, all_stages, |_| true)
+}
+
+/// The verbs of reads, as they appear in a line.
+const READ_VERBS: [&str; 3] = [r#""verb":"get""#, r#""verb":"list""#, r#""verb":"watch""#];
+
+fn parse_lines(texts: &[String], all_stages: bool, keep: impl Fn(&str) -> bool) -> AuditRead {
+    let mut out = AuditRead {
+        files: texts.len(),
+        ..AuditRead::default()
+    };
+    let mut raw_events = Vec::new();
+    for (i, text) in texts.iter().enumerate() {
+        let mut lines: Vec<&str> = text.split('\n').collect();
+        // `split` leaves the text after the last newline: empty when the file ends with one.
+        let tail = lines.pop().unwrap_or_default();
+        if i + 1 < texts.len() && !tail.trim().is_empty() {
+            lines.push(tail);
+        }
+        for line in lines.into_iter().filter(|l| !l.trim().is_empty()) {
+            if !keep(line)
+                || (!all_stages
+                    && line.contains(r#""stage":"RequestReceived""#)
+                    && READ_VERBS.iter().any(|v| line.contains(v)))
+            {
+                continue;
             }
-            Err(_) => out.skipped += 1,
+            match serde_json::from_str::<RawEvent>(line) {
+                Ok(raw) => raw_events.push(AuditEvent::from(raw)),
+                Err(_) => out.skipped += 1,
+            }
+        }
+    }
+    let mut answered = std::collections::HashSet::new();
+    for e in &raw_events {
+        if e.stage != "RequestReceived" {
+            answered.insert(e.audit_id.clone());
+        }
+    }
+    let mut completed = std::collections::HashSet::new();
+    for e in raw_events {
+        let complete = e.stage == "ResponseComplete" || e.stage == "Panic";
+        if e.stage == "RequestReceived" && !answered.contains(&e.audit_id) {
+            out.cut_off.push(AuditEvent { code: 0, ..e.clone() });
+        }
+        if all_stages || (complete && completed.insert(e.audit_id.clone())) {
+            out.events.push(e);
         }
     }
     out
@@ -200,6 +293,8 @@ struct RawUser {
     username: String,
     #[serde(default)]
     groups: Vec<String>,
+    #[serde(default)]
+    extra: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -225,7 +320,14 @@ struct RawStatus {
 
 impl From<RawEvent> for AuditEvent {
     fn from(r: RawEvent) -> Self {
+        let pod_name = r
+            .user
+            .extra
+            .get("authentication.kubernetes.io/pod-name")
+            .and_then(|v| v.first())
+            .cloned();
         AuditEvent {
+            pod_name,
             audit_id: r.audit_id,
             stage: r.stage,
             verb: r.verb,
@@ -254,7 +356,7 @@ mod tests {
 
     #[test]
     fn parses_a_complete_event() {
-        let read = parse(LINE, false);
+        let read = parse(&format!("{LINE}\n"), false);
         assert_eq!(read.skipped, 0);
         let e = &read.events[0];
         assert_eq!(e.verb, "update");
@@ -276,7 +378,7 @@ mod tests {
             r#""responseStatus""#,
             r#""requestObject":{"spec":{"holderIdentity":"p-1","leaseDurationSeconds":15}},"responseStatus""#,
         );
-        let e = &parse(&lease, false).events[0];
+        let e = &parse(&format!("{lease}\n"), false).events[0];
         assert_eq!(e.lock_holder().as_deref(), Some("p-1"));
         assert_eq!(e.lock_duration_seconds(), Some(15));
     }
@@ -289,5 +391,60 @@ mod tests {
         assert_eq!(read.events.len(), 1);
         assert_eq!(read.skipped, 1);
         assert_eq!(parse(&text, true).events.len(), 2);
+    }
+
+    #[test]
+    fn a_request_never_answered_is_cut_off_and_each_request_counts_once() {
+        let received = LINE.replace("ResponseComplete", "RequestReceived");
+        let lost = received.replace(r#""a1""#, r#""a2""#);
+        let text = format!("{received}\n{lost}\n{LINE}\n{LINE}\n");
+        let read = parse(&text, false);
+        assert_eq!(read.events.len(), 1, "a1 once");
+        assert_eq!(read.cut_off.len(), 1);
+        assert_eq!(read.cut_off[0].audit_id, "a2");
+        assert_eq!(read.cut_off[0].code, 0);
+        assert_eq!(parse(&text, true).events.len(), 4);
+    }
+
+    #[test]
+    fn reads_rotated_files_first_and_ignores_a_line_being_written() {
+        let second = LINE.replace(r#""a1""#, r#""a2""#);
+        // A cut line followed by more lines is garbage; the unfinished last line is not.
+        let texts = [
+            format!("{LINE}\n{{\"kind\":\"Ev\n"),
+            format!("{second}\n{}", &LINE[..40]),
+        ];
+        let read = parse_files(&texts, false);
+        assert_eq!(read.files, 2);
+        let ids: Vec<&str> = read.events.iter().map(|e| e.audit_id.as_str()).collect();
+        assert_eq!(ids, ["a1", "a2"]);
+        assert_eq!(read.skipped, 1);
+    }
+
+    #[test]
+    fn the_log_follows_rotated_files() -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let dir = std::env::temp_dir().join(format!("audit-rotation-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let second = LINE.replace(r#""a1""#, r#""a2""#);
+        std::fs::write(dir.join("audit-2026-11-29T10-00-00.000.log"), format!("{LINE}\n"))?;
+        std::fs::write(dir.join("audit.log"), format!("{second}\n"))?;
+        std::fs::write(dir.join("other.log"), "not an audit log\n")?;
+        let read = AuditLog::new(dir.join("audit.log")).read()?;
+        std::fs::remove_dir_all(&dir)?;
+        assert_eq!(read.files, 2);
+        assert_eq!(read.skipped, 0);
+        assert_eq!(read.events.len(), 2);
+        Ok(())
+    }
+
+    #[test]
+    fn names_the_pod_a_token_is_bound_to() {
+        let bound = LINE.replace(
+            r#""groups":["system:serviceaccounts"]"#,
+            r#""groups":["system:serviceaccounts"],"extra":{"authentication.kubernetes.io/pod-name":["nop-0-1"]}"#,
+        );
+        let read = parse(&format!("{bound}\n{LINE}\n"), true);
+        assert_eq!(read.events[0].pod_name.as_deref(), Some("nop-0-1"));
+        assert_eq!(read.events[1].pod_name, None);
     }
 }

@@ -20,13 +20,19 @@ use crate::{
 
 /// How long a component gets to start before the start counts as failed.
 const START_TIMEOUT: Duration = Duration::from_secs(180);
+/// The audit log's size limit in megabytes (1 TB). kube-apiserver rotates its audit log at this size,
+/// and `0` does not turn rotation off (it means lumberjack's default, 100 MB); a run never comes near
+/// this, and [`AuditLog`](crate::AuditLog) reads rotated files too.
+const AUDIT_LOG_MAX_MB: u64 = 1_000_000;
 /// How long a component gets to exit after SIGTERM before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(15);
 
-/// The audit policy: the metadata of every request, once it has completed (and once a long-running
-/// request such as a watch has started). Writes to Leases and ConfigMaps also record the request body,
-/// so that a checker can tell which holder each lock write named (acquire, renew or release).
-const AUDIT_POLICY: &str = r#"{"apiVersion":"audit.k8s.io/v1","kind":"Policy","omitStages":["RequestReceived"],"rules":[{"level":"Request","verbs":["create","update","patch"],"resources":[{"group":"coordination.k8s.io","resources":["leases"]},{"group":"","resources":["configmaps"]}]},{"level":"Metadata"}]}"#;
+/// The audit policy: the metadata of every request at every stage: when it was received (so that a
+/// request the apiserver never answered, cut off by a restart, is still seen), when a long-running
+/// request such as a watch started, and when it completed. Writes to Leases and ConfigMaps also record
+/// the request body, so that a checker can tell which holder each lock write named (acquire, renew or
+/// release).
+const AUDIT_POLICY: &str = r#"{"apiVersion":"audit.k8s.io/v1","kind":"Policy","omitStages":[],"rules":[{"level":"Request","verbs":["create","update","patch"],"resources":[{"group":"coordination.k8s.io","resources":["leases"]},{"group":"","resources":["configmaps"]}]},{"level":"Metadata"}]}"#;
 
 /// What is written to `testbed.json` in the test bed's directory, so that tests and later `xtask`
 /// commands find a running control plane.
@@ -140,7 +146,8 @@ impl ControlPlane {
             arg("audit-policy-file", &audit_policy.display()),
             arg("audit-log-path", &audit_log.display()),
             arg("audit-log-format", &"json"),
-            arg("audit-log-maxsize", &0),
+            arg("audit-log-maxsize", &AUDIT_LOG_MAX_MB),
+            arg("audit-log-mode", &"blocking"),
             arg("v", &0),
         ];
         let kcm_args = vec![

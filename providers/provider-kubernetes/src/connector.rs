@@ -1,7 +1,9 @@
 //! Connecting an Object to its target cluster: read the ProviderConfig, then use the provider's own
 //! identity (`InjectedIdentity`: this cluster, through the term's fenced client) or a kubeconfig from a
 //! Secret (`Secret`: a new client, fenced by the same term). Kubeconfig clients are cached per Secret
-//! version; API discovery results are cached per target and kind.
+//! version; API discovery results are cached per target and kind. Kubeconfig clients send the
+//! replica's user agent (`<binary>/<version> (<identity>)`), as its own clients do, so that the target
+//! cluster's audit log tells which replica wrote.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -56,12 +58,20 @@ impl DiscoveryCache {
 pub struct ObjectConnector {
     clients: Arc<Mutex<HashMap<String, kube::Client>>>,
     discovery: Arc<DiscoveryCache>,
+    user_agent: Option<http::HeaderValue>,
 }
 
 impl ObjectConnector {
     /// A connector with empty caches.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Kubeconfig clients send `user_agent` (see `manager::client::user_agent`) instead of kube's.
+    /// A user agent that is not a valid header value is an error that names it.
+    pub fn with_user_agent(mut self, user_agent: &str) -> Result<Self, http::header::InvalidHeaderValue> {
+        self.user_agent = Some(http::HeaderValue::from_str(user_agent)?);
+        Ok(self)
     }
 
     async fn kubeconfig_client(
@@ -119,6 +129,12 @@ impl ObjectConnector {
             .map_err(|e| ExternalError::wrap(format!("cannot use the kubeconfig in Secret {shown}"), e))?;
         // Writes are fenced per attempt; kube's own retry would resend one past the fence.
         config.default_retry = false;
+        if let Some(ua) = &self.user_agent {
+            config
+                .headers
+                .retain(|(name, _)| name != http::header::USER_AGENT);
+            config.headers.push((http::header::USER_AGENT, ua.clone()));
+        }
         let client = kube::Client::try_from(config)
             .map_err(|e| ExternalError::wrap("cannot build a client for the target cluster", e))?;
         self.clients

@@ -85,7 +85,15 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
 
 /// Registers the Object controllers (both groups) and the ProviderConfig controllers.
 pub fn setup(mgr: &mut Manager, options: &Options) {
-    let connector = ObjectConnector::new();
+    let ua = manager::client::user_agent(&INFO.binary, mgr.identity());
+    // The identity is checked to be a valid header value when the settings are parsed.
+    let connector = match ObjectConnector::new().with_user_agent(&ua) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(user_agent = %ua, error = %e, "kubeconfig clients fall back to kube's user agent");
+            ObjectConnector::new()
+        }
+    };
     let mut options = options.clone();
     options.deterministic_external_name = true;
     let (legacy, modern) = GROUPS.options(&options);

@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
@@ -221,7 +221,16 @@ async fn object_lifecycle() -> Result<()> {
 
     // The ProviderConfig cannot be deleted while in use.
     pcs.delete("local", &DeleteParams::default()).await?;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Wait for the controller to have handled the deletion (it says Terminating) rather than for a
+    // fixed time: then that it is still there means the controller kept it.
+    eventually("the ProviderConfig Terminating", Duration::from_secs(20), || {
+        let pcs = pcs.clone();
+        async move {
+            let pc = serde_json::to_value(pcs.get("local").await?)?;
+            Ok(cond(&pc, "Terminating").is_some_and(|c| c.0 == "True"))
+        }
+    })
+    .await?;
     let pc = pcs
         .get("local")
         .await
@@ -584,6 +593,17 @@ async fn bad_input_reports_and_backs_off() -> Result<()> {
     }
     // Status is written when it changes, not on every retry.
     ensure!(status_writes.len() <= 12, "{} status writes", status_writes.len());
+    // The client built from the ProviderConfig's kubeconfig sends the replica's user agent, so that
+    // the target's audit log tells which replica made each request.
+    let limited_agents: BTreeSet<&str> = events
+        .iter()
+        .filter(|e| e.received >= started && e.user == format!("system:serviceaccount:{ns}:limited"))
+        .map(|e| e.user_agent.as_str())
+        .collect();
+    ensure!(
+        limited_agents == BTreeSet::from([ua.as_str()]),
+        "the kubeconfig client's user agents: {limited_agents:?}, expected only {ua:?}"
+    );
     child.kill();
     Ok(())
 }

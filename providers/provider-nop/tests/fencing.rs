@@ -232,7 +232,25 @@ async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> 
     a.resume()?;
     let resumed = Timestamp::now();
     wait_ready(&api, &selector, 20, &b).await?;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Positive control for "none admitted after the takeover": the resumed leader ran again and its
+    // requests reach the audit log (its elector at least reads or tries to renew the Lease).
+    let ua_a = user_agent(&a.identity);
+    eventually(
+        "a request of the resumed leader in the audit log",
+        Duration::from_secs(30),
+        || {
+            let (log, ua_a) = (c.audit(), ua_a.clone());
+            async move {
+                Ok(log
+                    .read()?
+                    .events
+                    .iter()
+                    .any(|e| e.user_agent == ua_a && e.received > resumed))
+            }
+        },
+    )
+    .await
+    .with_context(|| a.log_text())?;
 
     // The audit log: the writes of the ServiceAccount to this test's objects (Events are exempt).
     let events = c.audit().read()?.events;
@@ -287,6 +305,13 @@ async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> 
                 .contains("Run every replica with leader election"),
         "the refused replica's log does not say why and what to do:\n{}",
         rogue.log_text()
+    );
+    // The filter sees the leader's writes (it did the first ten resources' work), so none after the
+    // takeover means none was admitted, not that none was looked at.
+    let a_ok_before = count(&a_writes, &|e| ok(e) && e.received <= acquired);
+    ensure!(
+        a_ok_before > 0,
+        "no admitted write of the leader before the takeover: the filter sees nothing of it"
     );
     ensure!(
         a_ok_after == 0,
@@ -412,22 +437,35 @@ async fn writes_delayed_past_the_takeover_are_refused() -> Result<()> {
     }
     wait_holder(&client, &ns, LEASE, &taker.identity, Duration::from_secs(30)).await?;
     relay.hold(false);
-    tokio::time::sleep(Duration::from_secs(3)).await;
 
-    let events = c.audit().read()?.events;
-    let acquired = acquired_by(&events, &ns, &taker.identity)?;
     let ua_a = user_agent(&a.identity);
-    let late: Vec<&testenv::AuditEvent> = events
-        .iter()
-        .filter(|e| {
-            e.is_write()
-                && e.user == user
-                && e.user_agent == ua_a
-                && e.received > acquired
-                && e.resource != "leases"
-                && e.resource != "events"
-        })
-        .collect();
+    let late_writes = |events: &[testenv::AuditEvent], acquired: Timestamp| -> Vec<testenv::AuditEvent> {
+        events
+            .iter()
+            .filter(|e| {
+                e.is_write()
+                    && e.user == user
+                    && e.user_agent == ua_a
+                    && e.received > acquired
+                    && e.resource != "leases"
+                    && e.resource != "events"
+            })
+            .cloned()
+            .collect()
+    };
+    // Wait for the held writes to arrive (each held create gives the old leader one write to send),
+    // rather than for a fixed time.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (events, acquired) = loop {
+        let events = c.audit().read()?.events;
+        let acquired = acquired_by(&events, &ns, &taker.identity)?;
+        if late_writes(&events, acquired).len() >= held.len() || Instant::now() > deadline {
+            break (events, acquired);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let late_owned = late_writes(&events, acquired);
+    let late: Vec<&testenv::AuditEvent> = late_owned.iter().collect();
     let admitted = late.iter().filter(|e| (200..300).contains(&e.code)).count();
     let refused = late.iter().filter(|e| e.code == 403).count();
     let codes: Vec<String> = late

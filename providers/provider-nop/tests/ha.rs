@@ -82,6 +82,12 @@ async fn only_the_leader_reconciles_and_failover_finishes_the_work() -> Result<(
         "killed leader {id_a} with {ready_now}/{COUNT} ready, {:.1}s after the first create",
         killed_at.duration_since(started).as_secs_f64()
     );
+    // Mid-work: resources become Ready 4 s after the leader first reconciles them, so some must still
+    // be pending for the kill to hand work over.
+    ensure!(
+        ready_now < COUNT,
+        "the kill came after all the work was done ({ready_now}/{COUNT} Ready): it tests no handover"
+    );
 
     wait_holder(&client, &ns, LEASE, &id_b, Duration::from_secs(20))
         .await

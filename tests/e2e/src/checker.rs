@@ -5,8 +5,14 @@
 //! 2. every controller write by a replica fell inside one of that replica's terms ([`check_writes`]).
 //!
 //! It relies on the test bed's audit policy, which records the request body of Lease and ConfigMap
-//! writes, so each lock write names its holder; and on user agents of the form
-//! `binary/version (identity)`, which tell replicas apart.
+//! writes, so each lock write names its holder. A write is attributed to a replica by the pod its
+//! ServiceAccount token is bound to (the authenticated `authentication.kubernetes.io/pod-name`, see
+//! [`writer`]), and only where a token names no pod by the user agent `binary/version (identity)`.
+//!
+//! Every finding carries the apiserver's answer ([`Violation::code`]): a late write that was refused
+//! (403 from the server-side fence, 409 from a stale resourceVersion) changed nothing, while one that
+//! was admitted (2xx) or never answered (0: cut off by an apiserver restart, outcome unknown) may have.
+//! Callers judge by it.
 //!
 //! Times come from the apiserver's clock only. A write *happened after* an event when the apiserver
 //! received it after the event's response was complete (`received >= stage_time`), which is strict:
@@ -105,19 +111,39 @@ pub struct Violation {
     pub holder: Option<String>,
     /// What is wrong.
     pub reason: String,
+    /// The apiserver's answer: its HTTP status, 0 if it never answered (the request was cut off).
+    pub code: i32,
+}
+
+impl Violation {
+    /// Whether the write may have taken effect: the apiserver admitted it (2xx), never answered (0), or
+    /// failed in a way that may come after the write was persisted (5xx other than 503).
+    pub fn may_have_taken_effect(&self) -> bool {
+        self.code == 0 || (200..300).contains(&self.code) || (self.code >= 500 && self.code != 503)
+    }
+}
+
+/// Who made a write: the pod its token is bound to (authenticated), else the identity in its user
+/// agent, else nobody (`""`).
+pub fn writer(e: &AuditEvent) -> &str {
+    e.pod_name
+        .as_deref()
+        .or_else(|| e.agent_identity())
+        .unwrap_or_default()
 }
 
 impl std::fmt::Display for Violation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} {} ({}) wrote {} while the holder was {}: {}",
+            "{} {} ({}) wrote {} while the holder was {}: {} (HTTP {})",
             self.time,
             self.identity,
             self.user,
             self.object,
             self.holder.as_deref().unwrap_or("nobody"),
-            self.reason
+            self.reason,
+            self.code
         )
     }
 }
@@ -183,7 +209,7 @@ pub fn check_lock(events: &[AuditEvent], lock: &Lock) -> Vec<Violation> {
     let mut current: Option<(String, Timestamp, Duration)> = None; // holder, last write received, duration
     for w in lock_writes(events, lock) {
         let holder = w.lock_holder().unwrap_or_default();
-        let writer = w.agent_identity().unwrap_or_default().to_string();
+        let writer = writer(w).to_string();
         let violation = |reason: String, held: Option<String>| Violation {
             time: w.received,
             user: w.user.clone(),
@@ -191,6 +217,7 @@ pub fn check_lock(events: &[AuditEvent], lock: &Lock) -> Vec<Violation> {
             object: format!("{} {}/{}", lock.resource, lock.namespace, lock.name),
             holder: held,
             reason,
+            code: w.code,
         };
         if !holder.is_empty() && holder != writer {
             out.push(violation(
@@ -219,7 +246,9 @@ pub fn check_lock(events: &[AuditEvent], lock: &Lock) -> Vec<Violation> {
 }
 
 /// Checks that every write selected by `is_controller_write` was made by a replica inside one of its own
-/// terms of `lock`. The replica is the identity in the write's user agent.
+/// terms of `lock`, whatever the apiserver answered (each finding has the answer in
+/// [`Violation::code`]). The replica is the write's [`writer`]. `events` may include requests that
+/// were never answered (code 0); their completion is taken to be their arrival.
 pub fn check_writes(
     events: &[AuditEvent],
     lock: &Lock,
@@ -230,7 +259,7 @@ pub fn check_writes(
         .iter()
         .filter(|e| e.is_write() && !lock.matches(e) && is_controller_write(e))
         .filter_map(|e| {
-            let identity = e.agent_identity().unwrap_or_default();
+            let identity = writer(e);
             let inside = terms
                 .iter()
                 .any(|t| t.holder == identity && t.covers(e.received, e.stage_time));
@@ -248,9 +277,43 @@ pub fn check_writes(
                 object: format!("{} {}/{}", e.resource, e.namespace, e.name),
                 holder,
                 reason: format!("{} outside any term of {identity}", e.verb),
+                code: e.code,
             })
         })
         .collect()
+}
+
+/// Checks that every write selected by `is_replica_write` (the writes of the replicas' ServiceAccounts)
+/// was sent with a token bound to a pod, and carries that pod's name as the identity in its user agent:
+/// a replica that claims another's identity, or a client of a replica that sends a user agent without
+/// it, is caught. Returns how many writes were checked, and one violation per write that fails.
+pub fn check_attribution(
+    events: &[AuditEvent],
+    is_replica_write: impl Fn(&AuditEvent) -> bool,
+) -> (usize, Vec<Violation>) {
+    let mut checked = 0;
+    let mut out = Vec::new();
+    for e in events.iter().filter(|e| e.is_write() && is_replica_write(e)) {
+        checked += 1;
+        let reason = match e.pod_name.as_deref() {
+            None => "its token is bound to no pod, so it cannot be attributed".to_owned(),
+            Some(pod) if e.agent_identity() == Some(pod) => continue,
+            Some(pod) => format!(
+                "its user agent {:?} lacks the identity of the pod {pod} that sent it",
+                e.user_agent
+            ),
+        };
+        out.push(Violation {
+            time: e.received,
+            user: e.user.clone(),
+            identity: writer(e).to_owned(),
+            object: format!("{} {}/{}", e.resource, e.namespace, e.name),
+            holder: None,
+            reason,
+            code: e.code,
+        });
+    }
+    (checked, out)
 }
 
 #[cfg(test)]
@@ -278,6 +341,7 @@ mod tests {
             stage_time: at(t_ms + 5),
             request_object: holder
                 .map(|h| serde_json::json!({"spec": {"holderIdentity": h, "leaseDurationSeconds": 4}})),
+            pod_name: None,
         }
     }
 
@@ -351,6 +415,43 @@ mod tests {
         // Arrived after the lease expired: late, whoever holds the lock.
         let log = vec![lease(0, "a", "a"), delayed(4100, 4200, "a")];
         assert_eq!(check_writes(&log, &lock, |_| true).len(), 1);
+    }
+
+    #[test]
+    fn the_authenticated_pod_names_the_writer_and_the_outcome_is_kept() {
+        // b's token is bound to pod b, whatever its user agent claims; the fence refused its write.
+        let mut w = write(100, "a");
+        w.pod_name = Some("b".into());
+        w.code = 403;
+        let log = vec![lease(0, "a", "a"), w];
+        let v = check_writes(&log, &Lock::lease("ns", "lock"), |_| true);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(v[0].identity, "b");
+        assert_eq!(v[0].code, 403);
+        assert!(!v[0].may_have_taken_effect());
+        let cut = Violation {
+            code: 0,
+            ..v[0].clone()
+        };
+        assert!(cut.may_have_taken_effect());
+    }
+
+    #[test]
+    fn a_user_agent_without_the_pods_identity_is_caught() {
+        let mut own = write(100, "b");
+        own.pod_name = Some("b".into());
+        let mut claims_a = write(200, "a");
+        claims_a.pod_name = Some("b".into());
+        let unbound = write(300, "b");
+        let (checked, v) = check_attribution(&[own, claims_a, unbound], |_| true);
+        assert_eq!(checked, 3);
+        assert_eq!(v.len(), 2, "{v:?}");
+        assert!(
+            v[0].reason.contains("lacks the identity of the pod b"),
+            "{}",
+            v[0]
+        );
+        assert!(v[1].reason.contains("bound to no pod"), "{}", v[1]);
     }
 
     #[test]

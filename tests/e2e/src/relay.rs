@@ -3,16 +3,21 @@
 //! Each replica's kubeconfig points at its own relay. TLS passes through untouched (the apiserver's
 //! certificate names `127.0.0.1`, whatever the port). [`Relay::cut`] aborts every relayed connection at
 //! once, dropping whatever bytes it still held, and closes the listening socket, so new connections are
-//! refused; [`Relay::restore`] listens again on the same port. The other replicas, with relays of their
-//! own, do not notice.
+//! refused; [`Relay::restore`] listens again on the same port. [`Relay::delay`] forwards what the
+//! replica sends only after a delay, so that its requests are in flight for a while; [`Relay::hold`]
+//! stops forwarding it at all, without dropping anything, until the hold ends. Together they make a
+//! frozen process's in-flight writes: sent inside its term, delivered after it. The other replicas,
+//! with relays of their own, do not notice.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use anyhow::Context;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 
 enum Command {
@@ -26,7 +31,17 @@ pub struct Relay {
     port: u16,
     commands: mpsc::Sender<Command>,
     accepted: Arc<AtomicUsize>,
+    mode: watch::Sender<Mode>,
     task: tokio::task::JoinHandle<()>,
+}
+
+/// How the relay forwards what replicas send.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Mode {
+    /// How long each chunk waits before it is forwarded.
+    delay: Duration,
+    /// Forward nothing (keep everything) while set.
+    held: bool,
 }
 
 impl Relay {
@@ -38,13 +53,26 @@ impl Relay {
         let port = listener.local_addr()?.port();
         let (commands, rx) = mpsc::channel(4);
         let accepted = Arc::new(AtomicUsize::new(0));
-        let task = tokio::spawn(serve(listener, port, upstream, rx, accepted.clone()));
+        let (mode, modes) = watch::channel(Mode::default());
+        let task = tokio::spawn(serve(listener, port, upstream, rx, accepted.clone(), modes));
         Ok(Relay {
             port,
             commands,
             accepted,
+            mode,
             task,
         })
+    }
+
+    /// Holds (`true`) or releases (`false`) what the replica sends: while held, nothing it sends is
+    /// forwarded to the apiserver, and nothing is dropped. What the apiserver sends still flows.
+    pub fn hold(&self, on: bool) {
+        self.mode.send_modify(|m| m.held = on);
+    }
+
+    /// Forwards each chunk the replica sends `delay` after it arrived (in order; zero: at once).
+    pub fn delay(&self, delay: Duration) {
+        self.mode.send_modify(|m| m.delay = delay);
     }
 
     /// The port replicas connect to.
@@ -91,6 +119,7 @@ async fn serve(
     upstream: SocketAddr,
     mut commands: mpsc::Receiver<Command>,
     accepted: Arc<AtomicUsize>,
+    modes: watch::Receiver<Mode>,
 ) {
     let mut listener = Some(listener);
     let mut conns: JoinSet<()> = JoinSet::new();
@@ -119,7 +148,7 @@ async fn serve(
             conn = accept(listener.as_ref()) => {
                 if let Ok((client, _)) = conn {
                     accepted.fetch_add(1, Ordering::Relaxed);
-                    conns.spawn(relay(client, upstream));
+                    conns.spawn(relay(client, upstream, modes.clone()));
                 }
             }
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
@@ -134,20 +163,106 @@ async fn accept(listener: Option<&TcpListener>) -> std::io::Result<(TcpStream, S
     }
 }
 
-async fn relay(mut client: TcpStream, upstream: SocketAddr) {
-    let Ok(mut server) = TcpStream::connect(upstream).await else {
+async fn relay(client: TcpStream, upstream: SocketAddr, mut modes: watch::Receiver<Mode>) {
+    let Ok(server) = TcpStream::connect(upstream).await else {
         return;
     };
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
-    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut server_read, mut server_write) = server.into_split();
+    // The client's chunks, stamped with their arrival, go through a queue so that reading never
+    // waits for a delay or a hold (which apply to forwarding only).
+    let (chunks, mut queue) = mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
+    let read = async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Ok(n) = client_read.read(&mut buf).await {
+            if n == 0
+                || chunks
+                    .send((tokio::time::Instant::now(), buf[..n].to_vec()))
+                    .is_err()
+            {
+                break;
+            }
+        }
+    };
+    let forward = async move {
+        'chunks: while let Some((arrived, chunk)) = queue.recv().await {
+            loop {
+                let mode = *modes.borrow_and_update();
+                let due = arrived + mode.delay;
+                if !mode.held && tokio::time::Instant::now() >= due {
+                    break;
+                }
+                let wait = async {
+                    if mode.held {
+                        std::future::pending::<()>().await;
+                    }
+                    tokio::time::sleep_until(due).await;
+                };
+                tokio::select! {
+                    () = wait => {}
+                    changed = modes.changed() => if changed.is_err() { break 'chunks },
+                }
+            }
+            if server_write.write_all(&chunk).await.is_err() {
+                break;
+            }
+        }
+        let _ = server_write.shutdown().await;
+    };
+    let down = async move {
+        let _ = tokio::io::copy(&mut server_read, &mut client_write).await;
+        let _ = client_write.shutdown().await;
+    };
+    tokio::join!(read, forward, down);
 }
 
 #[cfg(test)]
 mod tests {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
     use super::*;
+
+    async fn echo() -> anyhow::Result<SocketAddr> {
+        let echo = TcpListener::bind("127.0.0.1:0").await?;
+        let upstream = echo.local_addr()?;
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = echo.accept().await {
+                tokio::spawn(async move {
+                    let (mut r, mut w) = s.split();
+                    let _ = tokio::io::copy(&mut r, &mut w).await;
+                });
+            }
+        });
+        Ok(upstream)
+    }
+
+    #[tokio::test]
+    async fn holds_without_dropping() -> anyhow::Result<()> {
+        let relay = Relay::start(echo().await?).await?;
+        let mut a = TcpStream::connect(("127.0.0.1", relay.port())).await?;
+        a.write_all(b"ping").await?;
+        let mut buf = [0u8; 4];
+        a.read_exact(&mut buf).await?;
+        relay.hold(true);
+        a.write_all(b"late").await?;
+        let early = tokio::time::timeout(Duration::from_millis(300), a.read_exact(&mut buf)).await;
+        assert!(early.is_err(), "nothing passes a hold");
+        relay.hold(false);
+        tokio::time::timeout(Duration::from_secs(5), a.read_exact(&mut buf)).await??;
+        assert_eq!(&buf, b"late", "what was held arrives when the hold ends");
+
+        relay.delay(Duration::from_millis(400));
+        let sent = std::time::Instant::now();
+        a.write_all(b"slow").await?;
+        tokio::time::timeout(Duration::from_secs(5), a.read_exact(&mut buf)).await??;
+        assert_eq!(&buf, b"slow");
+        assert!(
+            sent.elapsed() >= Duration::from_millis(400),
+            "{:?}",
+            sent.elapsed()
+        );
+        Ok(())
+    }
 
     #[tokio::test]
     async fn relays_cuts_and_restores() -> anyhow::Result<()> {

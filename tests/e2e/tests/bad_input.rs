@@ -323,7 +323,24 @@ async fn forbidden_stands_by_naming_the_rbac_rule() -> anyhow::Result<()> {
             .await?;
         }
     }
+    let window = jiff::Timestamp::now();
     tokio::time::sleep(Duration::from_secs(4)).await;
+    // Positive control for "one line per verb": in the window every replica kept asking for its Lease
+    // (and kept being refused), so the silence is deduplication, not a replica that gave up.
+    let events = common::audit_now(&cluster).await?;
+    for (r, sa, _) in &replicas {
+        let user = format!("system:serviceaccount:{ns}:{sa}");
+        let refused = events
+            .iter()
+            .filter(|e| e.user == user && e.resource == "leases" && e.code == 403 && e.received >= window)
+            .count();
+        ensure!(
+            refused >= 1,
+            "{} made no Lease request in the 4 s window, so its quiet log shows nothing:\n{}",
+            r.name,
+            r.log()
+        );
+    }
     for (r, _, lease) in &mut replicas {
         r.assert_no_panic()?;
         ensure!(r.running(), "{} exited:\n{}", r.name, r.log());

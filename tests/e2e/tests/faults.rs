@@ -1,7 +1,11 @@
 //! The bounded fault schedule (issue 8, must-show 1): three provider-nop and three core replicas on a
 //! control plane of their own, hit by every kind of fault in [`e2e::schedule::Fault::ALL`] until at least
-//! 30 leadership changes happened. The audit-log checker finds no write outside its writer's term; every
-//! resource ends Ready; nothing is duplicated; no replica exited except where the schedule stopped it.
+//! 30 leadership changes happened, with self-fencing alone (the server-side fence off). Each replica
+//! process writes with a token bound to a pod of its own; the audit-log checker attributes every write
+//! to that pod, and finds none outside its writer's terms that the apiserver admitted (no grace
+//! window) and none whose user agent lacks its pod's identity. The audit log lost nothing (no line
+//! unparsable); every resource ends Ready; nothing is lost or duplicated; no replica exited except
+//! where the schedule stopped it.
 //!
 //! To keep CI cheap it runs 50 stand-alone NopResources and 10 XRs; `cargo xtask chaos` runs the full
 //! schedule (at least 100 changes, 200 NopResources).
@@ -29,6 +33,7 @@ async fn fault_schedule_keeps_one_writer_and_loses_nothing() -> anyhow::Result<(
         nop_resources: 50,
         xrs: 10,
         min_changes: MIN_CHANGES,
+        fence_after: None,
         time_limit: Duration::from_secs(300),
         timings: Timings::FAST,
         log_dir: log_dir.clone(),
@@ -44,6 +49,16 @@ async fn fault_schedule_keeps_one_writer_and_loses_nothing() -> anyhow::Result<(
         "the checker found violations:\n{summary}"
     );
     assert!(report.problems.is_empty(), "{summary}");
+    assert_eq!(report.audit.unparsable, 0, "unparsable audit lines:\n{summary}");
+    assert!(
+        report.attributed_writes >= report.checked_writes,
+        "every controller write is attributed by its pod:\n{summary}"
+    );
+    assert_eq!(
+        (report.census.ready, report.census.lost()),
+        (report.census.expected, 0),
+        "every resource Ready, none lost:\n{summary}"
+    );
     assert!(
         report.total_changes >= MIN_CHANGES,
         "only {} leadership changes in the audit log:\n{summary}",

@@ -1,5 +1,15 @@
-//! Checking a run against the audit log: the checker's findings, the leadership changes per fault
-//! and per Lease, the versions seen, and writes that were in flight when a leader was frozen.
+//! Checking a run against the audit log: the checker's findings judged by the apiserver's answers,
+//! attribution by authenticated pod, the leadership changes per fault and per Lease, and the versions
+//! seen.
+//!
+//! Every write is attributed to the replica whose pod its token is bound to ([`checker::writer`]). A
+//! write outside its writer's terms is a *late write*. It is a violation when it may have taken effect:
+//! the apiserver admitted it (2xx), never answered it (cut off by a restart) or failed it in a way that
+//! may have persisted it (5xx other than 503). There is no grace window: a frozen leader's write that
+//! the apiserver admits after another replica's acquisition is a violation, however it came to be late.
+//! With the server-side fence in force, a late write to a fenced resource must moreover be refused by
+//! the fence (403), or by a check the apiserver makes before admission (409 Conflict on a stale
+//! resourceVersion, 404 Not Found); any other answer is a violation.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -7,9 +17,20 @@ use std::time::Duration;
 use jiff::Timestamp;
 use testenv::AuditEvent;
 
+use super::fence::PROBE_PREFIX;
+use super::report::{AuditFigures, LateWrite};
 use super::world::World;
-use super::{CURRENT_VERSION, Fault, Group, IN_FLIGHT_GRACE, NEXT_VERSION, Report};
-use crate::checker::{self, Lock, Violation};
+use super::{CURRENT_VERSION, Fault, Group, NEXT_VERSION, Report};
+use crate::checker::{self, Lock, Violation, writer};
+
+/// Answers with which the apiserver refuses a write before validating admission runs, so before the
+/// fence can: a stale resourceVersion (409) or a missing object (404).
+const REFUSED_BEFORE_ADMISSION: [i32; 2] = [409, 404];
+
+/// Whether the fence covers writes to this resource (it exempts Events and the lock objects).
+fn fenced_resource(e: &AuditEvent) -> bool {
+    e.resource != "events"
+}
 
 impl World<'_> {
     pub(super) async fn check(&mut self, from: Timestamp, until: Timestamp) -> anyhow::Result<Report> {
@@ -17,11 +38,37 @@ impl World<'_> {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let audit = self.cp.cluster().audit().read()?;
         let events = audit.events;
+        // Completed requests, and those the apiserver never answered (code 0).
+        let judged: Vec<AuditEvent> = events.iter().chain(&audit.cut_off).cloned().collect();
+        let fence_from = self.fence_from;
+        let fenced_at = |t: Timestamp| fence_from.is_some_and(|f| t >= f);
         let mut report = Report {
             faults: self.faults.clone(),
             resources: (self.config.nop_resources, self.config.xrs),
+            fence_from,
+            census: self.census,
             ..Report::default()
         };
+        let all_identities: BTreeSet<&str> = self.history.iter().map(|r| r.identity.as_str()).collect();
+        report.audit = AuditFigures {
+            files: audit.files,
+            unparsable: audit.skipped,
+            requests: events.len(),
+            cut_off_writes: audit
+                .cut_off
+                .iter()
+                .filter(|e| e.is_write() && all_identities.contains(writer(e)))
+                .count(),
+        };
+        if audit.skipped > 0 {
+            self.problems.push(format!(
+                "{} lines of the audit log did not parse: events may be missing",
+                audit.skipped
+            ));
+        }
+        let misattributed = self.misattributed(&judged, &mut report);
+        report.violations.extend(misattributed);
+
         for g in Group::ALL {
             let lock = Lock::lease(&self.ns, g.lease());
             let identities: BTreeSet<&str> = self
@@ -31,26 +78,57 @@ impl World<'_> {
                 .map(|r| r.identity.as_str())
                 .collect();
             let controller_write = |e: &AuditEvent| {
-                e.agent_identity().is_some_and(|i| identities.contains(i))
+                identities.contains(writer(e))
                     && e.resource != "leases"
                     && !(e.resource == "events" && e.name.starts_with(g.lease()))
             };
-            report.checked_writes += events
-                .iter()
-                .filter(|e| e.is_write() && controller_write(e))
-                .count();
-            report.violations.extend(checker::check_lock(&events, &lock));
-            for v in checker::check_writes(&events, &lock, controller_write) {
-                match self.in_flight_at_stop(&v, &events) {
-                    Some(what) => report.in_flight_at_stop.push(what),
-                    None => report.violations.push(v),
+            for e in judged.iter().filter(|e| e.is_write() && controller_write(e)) {
+                report.checked_writes += 1;
+                if fenced_at(e.received) {
+                    report.checked_writes_fenced += 1;
                 }
+            }
+            report.violations.extend(checker::check_lock(&events, &lock));
+            for v in checker::check_writes(&judged, &lock, controller_write) {
+                let event = judged
+                    .iter()
+                    .find(|e| e.received == v.time && writer(e) == v.identity);
+                let fenced = fenced_at(v.time) && event.is_some_and(fenced_resource);
+                let frozen = self
+                    .pauses
+                    .iter()
+                    .any(|p| p.identity == v.identity && p.stopped <= v.time);
+                let late = LateWrite {
+                    write: v.clone(),
+                    frozen,
+                    fenced,
+                };
+                if v.may_have_taken_effect() {
+                    let what = if v.code == 0 {
+                        "never answered, so it may have taken effect"
+                    } else {
+                        "and the apiserver did not refuse it"
+                    };
+                    report.violations.push(Violation {
+                        reason: format!("{}: {what}", v.reason),
+                        ..v
+                    });
+                } else if fenced && v.code != 403 && !REFUSED_BEFORE_ADMISSION.contains(&v.code) {
+                    report.violations.push(Violation {
+                        reason: format!(
+                            "{}: with the fence in force it was not refused with 403",
+                            v.reason
+                        ),
+                        ..v
+                    });
+                }
+                report.late_writes.push(late);
             }
 
             let versions: BTreeSet<String> = events
                 .iter()
                 .filter(|e| e.resource == "leases" && e.name == g.lease() && e.is_write())
-                .filter(|e| e.agent_identity().is_some_and(|i| identities.contains(i)))
+                .filter(|e| identities.contains(writer(e)))
                 .filter_map(|e| {
                     let rest = e.user_agent.strip_prefix(g.binary())?.strip_prefix('/')?;
                     Some(rest.split(' ').next()?.to_owned())
@@ -75,6 +153,9 @@ impl World<'_> {
                     continue;
                 }
                 n += 1;
+                if fenced_at(next.start) {
+                    report.changes_fenced += 1;
+                }
                 let fault = self
                     .faults
                     .iter()
@@ -88,6 +169,7 @@ impl World<'_> {
             report.changes_by_group.insert(g, n);
             report.total_changes += n;
         }
+        report.late_writes.sort_by_key(|w| w.write.time);
         for r in &self.history {
             let log = std::fs::read_to_string(&r.log).unwrap_or_default();
             if log.contains("panicked") {
@@ -99,28 +181,18 @@ impl World<'_> {
         Ok(report)
     }
 
-    /// Whether `v` is a write that the replica had in flight when SIGSTOP froze it: it arrived within
-    /// [`IN_FLIGHT_GRACE`] of the SIGCONT. Such a write passed the fence check during the term; it can
-    /// only have left the process after SIGCONT because the freeze caught it between the check and the
-    /// socket. A write *begun* after SIGCONT would have been refused by the fence, whose deadline is on
-    /// the monotonic clock, which ran on while the process was stopped.
-    fn in_flight_at_stop(&self, v: &Violation, events: &[AuditEvent]) -> Option<String> {
-        let grace = jiff::SignedDuration::try_from(IN_FLIGHT_GRACE).unwrap_or_default();
-        let pause = self.pauses.iter().find(|p| {
-            p.identity == v.identity
-                && p.resumed <= v.time
-                && p.resumed.checked_add(grace).is_ok_and(|end| v.time <= end)
-        })?;
-        let code = events
+    /// Every write made with a replica slot's ServiceAccount (the fence's probes excepted) must come
+    /// from a pod and carry that pod's identity in its user agent ([`checker::check_attribution`]).
+    fn misattributed(&self, judged: &[AuditEvent], report: &mut Report) -> Vec<Violation> {
+        let users: BTreeSet<String> = self
+            .slots
             .iter()
-            .find(|e| e.received == v.time && e.agent_identity() == Some(v.identity.as_str()))
-            .map_or(0, |e| e.code);
-        Some(format!(
-            "{} wrote {} {:.0} ms after its SIGCONT (HTTP {code}; holder {})",
-            v.identity,
-            v.object,
-            v.time.duration_since(pause.resumed).as_secs_f64() * 1000.0,
-            v.holder.as_deref().unwrap_or("nobody")
-        ))
+            .map(|s| format!("system:serviceaccount:{}:{}", self.ns, s.service_account()))
+            .collect();
+        let (checked, violations) = checker::check_attribution(judged, |e| {
+            users.contains(&e.user) && !e.pod_name.as_deref().is_some_and(|p| p.starts_with(PROBE_PREFIX))
+        });
+        report.attributed_writes = checked;
+        violations
     }
 }

@@ -70,6 +70,10 @@ pub struct Config {
     pub xrs: usize,
     /// Stop injecting faults once this many leadership changes were observed.
     pub min_changes: usize,
+    /// Install the server-side fence once this many leadership changes were observed (`Some(0)`:
+    /// before the first fault); `None`: never. Before it, self-fencing alone must hold; after it, every
+    /// late write of a frozen leader must be refused.
+    pub fence_after: Option<usize>,
     /// Give up (a failure) if the faults take longer than this.
     pub time_limit: Duration,
     /// Lease timings.

@@ -14,7 +14,12 @@ impl World<'_> {
     /// Leadership changes since `from` as the audit log shows them (the measure the report and the
     /// tests use), counted the same way as in [`Self::check`].
     fn audit_changes(&self, from: Timestamp) -> anyhow::Result<usize> {
-        let events = self.cp.cluster().audit().read()?.events;
+        let events = self
+            .cp
+            .cluster()
+            .audit()
+            .read_containing(r#""resource":"leases""#)?
+            .events;
         let mut n = 0;
         for g in Group::ALL {
             let terms = checker::terms(&events, &Lock::lease(&self.ns, g.lease()));
@@ -44,6 +49,10 @@ impl World<'_> {
                     self.config.min_changes
                 );
             }
+            if self.fence_from.is_none() && self.config.fence_after.is_some_and(|n| self.live_changes() >= n)
+            {
+                self.install_fence().await.context("installing the fence")?;
+            }
             let fault = Fault::ALL[step % Fault::ALL.len()];
             let group = Group::ALL[(step + step / Fault::ALL.len()) % Group::ALL.len()];
             let group = (!fault.is_global()).then_some(group);
@@ -52,7 +61,7 @@ impl World<'_> {
                 .inject(fault, group)
                 .await
                 .with_context(|| format!("fault {step} ({fault} on {group:?})"))?;
-            self.check_processes();
+            self.check_processes().await;
             self.faults.push(FaultRecord {
                 fault,
                 group,

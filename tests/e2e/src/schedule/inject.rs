@@ -11,13 +11,19 @@ use nix::sys::signal::Signal;
 use super::world::World;
 use super::{CLOCK_OFFSET, CURRENT_VERSION, Fault, Group, NEXT_VERSION, REPLICAS, TAKEOVER_TIMEOUT};
 
+/// With the fence on, how long a leader's requests are in flight in its relay before SIGSTOP; what is
+/// in flight when it freezes is delivered after the takeover.
+const IN_FLIGHT_DELAY: Duration = Duration::from_millis(400);
+/// How long held requests get to reach the apiserver and be answered before SIGCONT.
+const DELIVERY_WAIT: Duration = Duration::from_secs(2);
 /// How long the apiserver gets to exit after SIGTERM in an apiserver restart.
 const APISERVER_STOP_GRACE: Duration = Duration::from_secs(3);
 
-/// A leader frozen by the schedule: who, and when it was let go again.
+/// A leader frozen by the schedule: who, and when it was frozen (it runs again once its successor
+/// leads).
 pub(super) struct Pause {
     pub(super) identity: String,
-    pub(super) resumed: Timestamp,
+    pub(super) stopped: Timestamp,
 }
 
 impl World<'_> {
@@ -33,26 +39,49 @@ impl World<'_> {
             Fault::Kill => {
                 self.kill(slot, "SIGKILL (schedule)")?;
                 let next = self.wait_leader(group, Some(&leader), TAKEOVER_TIMEOUT).await?;
-                self.spawn(slot, None)?;
+                self.spawn(slot, None).await?;
                 Ok(format!("{leader} -> {next}"))
             }
             Fault::Term => {
                 self.terminate(slot, "SIGTERM (schedule)").await?;
                 let next = self.wait_leader(group, Some(&leader), TAKEOVER_TIMEOUT).await?;
-                self.spawn(slot, None)?;
+                self.spawn(slot, None).await?;
                 Ok(format!("{leader} -> {next}"))
             }
             Fault::Stop => {
+                // With the server-side fence in force, the freeze also catches writes in flight: the
+                // leader's relay delays what it sends (so requests, writes among them, are on the
+                // wire for a while), then holds it and the leader is stopped; what was in flight is
+                // delivered after the takeover while the process is still stopped (so it cannot
+                // cancel it). Without the fence that is the gap no client-side check closes, so the
+                // fence-off part of a run freezes the process alone.
+                let in_flight = self.fence_from.is_some();
+                if in_flight {
+                    self.slots[slot].relay.delay(IN_FLIGHT_DELAY);
+                    tokio::time::sleep(IN_FLIGHT_DELAY * 4).await;
+                    self.slots[slot].relay.hold(true);
+                }
+                let stopped = Timestamp::now();
                 self.replica(slot)?.signal(Signal::SIGSTOP)?;
                 tokio::time::sleep(beyond_lease).await;
                 let next = self.wait_leader(group, Some(&leader), TAKEOVER_TIMEOUT).await;
                 self.pauses.push(Pause {
                     identity: leader.clone(),
-                    resumed: Timestamp::now(),
+                    stopped,
                 });
+                if in_flight {
+                    self.slots[slot].relay.delay(Duration::ZERO);
+                    self.slots[slot].relay.hold(false);
+                    tokio::time::sleep(DELIVERY_WAIT).await;
+                }
                 self.replica(slot)?.signal(Signal::SIGCONT)?;
                 let next = next?;
-                Ok(format!("{leader} stopped {beyond_lease:?} -> {next}"))
+                let held = if in_flight {
+                    format!(" (what it had in flight, up to {IN_FLIGHT_DELAY:?} of requests, delivered late)")
+                } else {
+                    String::new()
+                };
+                Ok(format!("{leader} stopped {beyond_lease:?}{held} -> {next}"))
             }
             Fault::RelayCut => {
                 let cut = self.slots[slot].relay.cut().await?;
@@ -110,7 +139,7 @@ impl World<'_> {
         self.skew_forward = !self.skew_forward;
         self.terminate(slot, "SIGTERM (schedule: restart with a skewed clock)")
             .await?;
-        self.spawn(slot, Some(offset.clone()))?;
+        self.spawn(slot, Some(offset.clone())).await?;
         let skewed = self.replica(slot)?.identity.clone();
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let mut chain = vec![leader.to_owned()];
@@ -123,7 +152,7 @@ impl World<'_> {
             self.terminate(s, "SIGTERM (schedule: hand over to the skewed replica)")
                 .await?;
             current = self.wait_leader(group, Some(&current), TAKEOVER_TIMEOUT).await?;
-            self.spawn(s, None)?;
+            self.spawn(s, None).await?;
             chain.push(current.clone());
         }
         if current != skewed {
@@ -151,7 +180,7 @@ impl World<'_> {
                 replaced.push(format!("leader {old} -> {next}"));
             }
             self.slots[i].next = target;
-            self.spawn(i, None)?;
+            self.spawn(i, None).await?;
             let new = self.replica(i)?.identity.clone();
             if i != leader_slot {
                 replaced.push(format!("{old}=>{new}"));

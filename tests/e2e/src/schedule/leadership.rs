@@ -39,7 +39,7 @@ impl World<'_> {
         let deadline = Instant::now() + timeout;
         let mut last = None;
         loop {
-            self.check_processes();
+            self.check_processes().await;
             let h = self.holder(group).await;
             if let Some(h) = &h
                 && Some(h.as_str()) != not

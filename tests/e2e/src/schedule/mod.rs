@@ -1,7 +1,8 @@
 //! The fault schedule (issue 8): three replicas of provider-nop and three of the core, on a control plane
 //! of their own, are hit with faults one after another, round-robin over the leader of the relevant
 //! Lease, until enough leadership changes have happened. Then the audit-log [`checker`](crate::checker)
-//! must find no write outside its writer's term, every resource must end Ready, nothing may be
+//! must find no write outside its writer's terms that the apiserver admitted, and every write must
+//! carry the identity of the pod that sent it; every resource must end Ready, nothing may be
 //! duplicated, and no process may have exited except where the schedule stopped it.
 //!
 //! # Setup
@@ -23,6 +24,9 @@
 //! - [`Fault::Kill`]: SIGKILL the leader, wait for a standby to take over, start a new replica;
 //! - [`Fault::Term`]: SIGTERM the leader (it must exit 0, releasing the Lease), then start a new one;
 //! - [`Fault::Stop`]: SIGSTOP the leader for longer than the lease, SIGCONT it after a standby took over;
+//!   with the server-side fence in force, its relay first delays what it sends by 400 ms and holds it
+//!   at the SIGSTOP, so that the requests it had in flight (writes among them) reach the apiserver
+//!   after the takeover, while it is still stopped;
 //! - [`Fault::ApiserverRestart`]: restart the apiserver (both Leases);
 //! - [`Fault::RelayCut`]: cut only the leader's relay for longer than the lease, then restore it;
 //! - [`Fault::ClockSkew`]: restart a standby under libfaketime (`FAKETIME=+5m`, the next time `-5m`;
@@ -37,19 +41,21 @@
 //! to the fault during which they happened. The apiserver restart and the etcd pause leave the choice of
 //! the next leader to a race (the old leader may win it back), so they need not cause a change.
 //!
-//! # Writes in flight when a leader is frozen
+//! # Identities, and judging writes by their outcome
 //!
-//! The fence is checked before a write is handed to kube, and again under kube's request buffer (each
-//! term's client carries `manager::gate::FenceLayer`); between that check and the socket there are still
-//! the transport's hops (hyper's connection pool and connection task). A SIGSTOP that
-//! lands in that gap freezes a write that was legitimately begun during the term, and it leaves the
-//! process the moment SIGCONT lets it run, seconds after the term ended. No client-side check can close
-//! that gap (it is the classic argument for fencing tokens); the apiserver's optimistic concurrency
-//! refuses such a write with 409 when the new leader has written the object since. The schedule records
-//! when it sent each SIGCONT; a late write of the stopped replica that arrives within
-//! [`IN_FLIGHT_GRACE`] of it is reported in [`Report::in_flight_at_stop`] with its HTTP status instead of
-//! as a violation. A write begun after SIGCONT would have been refused by the fence, so anything later
-//! (or from anyone else) is still a violation.
+//! Each slot has a ServiceAccount of its own (`<nop|core>-<slot>`), and each replica process a token of
+//! it bound to a placeholder Pod named after its identity, as a pod of a Deployment has. The checker
+//! attributes every write to the pod the apiserver authenticated, and fails a write whose user agent
+//! lacks that pod's identity. A write outside its writer's terms is judged by the apiserver's answer,
+//! with no grace window (see `check`): if it may have taken effect it is a violation.
+//!
+//! A frozen leader (SIGSTOP) can deliver, after the takeover, a write it sent inside its term: the
+//! client-side fence checked it before the freeze. Without the server-side fence only the apiserver's
+//! optimistic concurrency can refuse it (409). With [`Config::fence_after`], the schedule installs the
+//! server-side fence (`election::admission::FencePolicy`, one per slot's ServiceAccount) part-way
+//! through; from then on the Stop fault puts the leader's in-flight requests on the wire late on
+//! purpose (see [`Fault::Stop`]), and every late write of a frozen leader must be refused with 403 (or
+//! with 409/404, which the apiserver decides before admission). The report lists each with its answer.
 //!
 //! This module is test machinery: its errors are `anyhow` errors that end up in a test failure or in
 //! `cargo xtask chaos`'s exit code.
@@ -58,6 +64,7 @@ mod check;
 mod config;
 mod driver;
 mod fault;
+mod fence;
 mod group;
 mod inject;
 mod leadership;
@@ -76,7 +83,7 @@ use testenv::ControlPlane;
 pub use config::{Binaries, Config, Timings};
 pub use fault::Fault;
 pub use group::Group;
-pub use report::{FaultRecord, ReplicaRecord, Report};
+pub use report::{AuditFigures, Census, FaultRecord, LateWrite, ReplicaRecord, Report};
 
 use world::World;
 
@@ -94,8 +101,6 @@ const XR_GROUP: &str = "faults.example.org";
 const POLL: Duration = Duration::from_millis(100);
 /// How long a new leader may take after a fault.
 const TAKEOVER_TIMEOUT: Duration = Duration::from_secs(45);
-/// How soon after SIGCONT a write of the stopped replica counts as having been in flight at SIGSTOP.
-pub const IN_FLIGHT_GRACE: Duration = Duration::from_millis(500);
 
 /// Runs the schedule on `cp`, which it disrupts (use a control plane of its own).
 pub async fn run(cp: &mut ControlPlane, config: &Config) -> anyhow::Result<Report> {

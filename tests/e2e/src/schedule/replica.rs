@@ -41,15 +41,23 @@ impl Drop for Replica {
     }
 }
 
-/// One replica's place: its relay and kubeconfig outlive the processes that run in it.
+/// One replica's place: its relay and ServiceAccount outlive the processes that run in it. Each process
+/// gets a token of that ServiceAccount bound to a placeholder Pod named after the process's identity,
+/// as a pod of a Deployment does, so the apiserver authenticates every write as coming from that pod.
 pub(super) struct Slot {
     pub(super) group: Group,
     pub(super) index: usize,
     pub(super) relay: Relay,
-    pub(super) kubeconfig: PathBuf,
     pub(super) generation: usize,
     pub(super) next: bool,
     pub(super) replica: Option<Replica>,
+}
+
+impl Slot {
+    /// The slot's ServiceAccount, `<nop|core>-<index>`.
+    pub(super) fn service_account(&self) -> String {
+        format!("{}-{}", self.group.short(), self.index)
+    }
 }
 
 fn log_tail(path: &Path, lines: usize) -> String {
@@ -85,12 +93,43 @@ fn ms(d: Duration) -> String {
 }
 
 impl World<'_> {
-    pub(super) fn spawn(&mut self, slot: usize, clock: Option<String>) -> anyhow::Result<()> {
+    /// A kubeconfig for `identity` in `slot`: a token of the slot's ServiceAccount bound to the Pod
+    /// `identity`, reaching the apiserver through the slot's relay. Retried for a while: a replica may be
+    /// started right after an apiserver restart.
+    async fn pod_kubeconfig(&self, slot: usize, identity: &str) -> anyhow::Result<PathBuf> {
+        let s = &self.slots[slot];
+        let cluster = self.cp.cluster();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let token = loop {
+            match cluster
+                .pod_kubeconfig(&self.ns, &s.service_account(), identity)
+                .await
+            {
+                Ok(path) => break path,
+                Err(e) if Instant::now() < deadline => {
+                    self.say(&format!("minting a token for {identity}: {e}; retrying"));
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Err(e) => return Err(e).context(format!("minting a token for {identity}")),
+            }
+        };
+        let text = std::fs::read_to_string(&token).with_context(|| format!("reading {}", token.display()))?;
+        let path = self.config.log_dir.join(format!("{identity}.kubeconfig"));
+        let relayed = text.replace(&cluster.server, &format!("https://127.0.0.1:{}", s.relay.port()));
+        std::fs::write(&path, relayed).with_context(|| format!("writing {}", path.display()))?;
+        Ok(path)
+    }
+
+    pub(super) async fn spawn(&mut self, slot: usize, clock: Option<String>) -> anyhow::Result<()> {
         let config = self.config;
         let ns = self.ns.clone();
+        let identity = {
+            let s = &self.slots[slot];
+            format!("{}-{}-{}", s.group.short(), s.index, s.generation + 1)
+        };
+        let kubeconfig = self.pod_kubeconfig(slot, &identity).await?;
         let s = &mut self.slots[slot];
         s.generation += 1;
-        let identity = format!("{}-{}-{}", s.group.short(), s.index, s.generation);
         let binary = config.binaries.get(s.group, s.next);
         let version = if s.next { NEXT_VERSION } else { CURRENT_VERSION };
         let t = config.timings;
@@ -112,7 +151,7 @@ impl World<'_> {
         }
         args.extend([
             "--kubeconfig".into(),
-            s.kubeconfig.display().to_string(),
+            kubeconfig.display().to_string(),
             "--leader-election".into(),
             "--leader-election-namespace".into(),
             ns,
@@ -176,7 +215,7 @@ impl World<'_> {
 
     /// Records replicas that exited without the schedule stopping them, and starts new ones in their
     /// slots so that the run goes on.
-    pub(super) fn check_processes(&mut self) {
+    pub(super) async fn check_processes(&mut self) {
         let mut dead = Vec::new();
         for (i, s) in self.slots.iter_mut().enumerate() {
             if let Some(r) = s.replica.as_mut()
@@ -196,7 +235,7 @@ impl World<'_> {
             }
         }
         for i in dead {
-            if let Err(e) = self.spawn(i, None) {
+            if let Err(e) = self.spawn(i, None).await {
                 self.problems.push(format!("restarting a replica: {e:#}"));
             }
         }

@@ -10,7 +10,7 @@ use kube::api::{Api, ListParams};
 use serde_json::Value;
 
 use super::world::World;
-use super::{Group, TAKEOVER_TIMEOUT};
+use super::{Census, Group, TAKEOVER_TIMEOUT};
 
 fn condition_true(obj: &Value, type_: &str) -> bool {
     obj.pointer("/status/conditions")
@@ -96,6 +96,27 @@ impl World<'_> {
         Ok(wrong)
     }
 
+    /// The resources that should exist (stand-alone and composed NopResources, XRs), how many do, and
+    /// how many of those are Ready and Synced.
+    async fn census(&self) -> anyhow::Result<Census> {
+        let nops = self.nops().list(&ListParams::default()).await?.items;
+        let xrs = self.xrs().list(&ListParams::default()).await?.items;
+        let ready = nops
+            .iter()
+            .chain(&xrs)
+            .filter(|o| {
+                let v = serde_json::to_value(o).unwrap_or(Value::Null);
+                condition_true(&v, "Ready") && condition_true(&v, "Synced")
+            })
+            .count();
+        let expected = self.config.nop_resources + 2 * self.config.xrs;
+        Ok(Census {
+            expected,
+            present: (nops.len() + xrs.len()).min(expected),
+            ready,
+        })
+    }
+
     pub(super) async fn settle(&mut self) -> anyhow::Result<()> {
         for g in Group::ALL {
             self.wait_leader(g, None, TAKEOVER_TIMEOUT).await?;
@@ -104,8 +125,9 @@ impl World<'_> {
         if let Err(e) = self.converge(timeout).await {
             self.problems.push(format!("{e:#}"));
         }
+        self.census = self.census().await?;
         self.duplicates().await?;
-        self.check_processes();
+        self.check_processes().await;
         self.stop_replicas().await;
         Ok(())
     }

@@ -20,7 +20,7 @@ impl World<'_> {
         ];
         testenv::support::install_crds(&self.client, &crds).await?;
         for i in 0..self.slots.len() {
-            self.spawn(i, None)?;
+            self.spawn(i, None).await?;
         }
         for g in Group::ALL {
             let leader = self.wait_leader(g, None, Duration::from_secs(60)).await?;

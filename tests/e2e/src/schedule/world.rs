@@ -2,23 +2,23 @@
 //! the run's phases in order (setup, faults, settling, checking).
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::Context;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject};
-use serde_json::{Value, json};
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use serde_json::json;
 use testenv::ControlPlane;
 
 use super::inject::Pause;
 use super::leadership::{Observed, observe};
 use super::replica::Slot;
 use super::workload::churn;
-use super::{Config, FaultRecord, Group, REPLICAS, ReplicaRecord, Report, XR_GROUP};
+use super::{Census, Config, FaultRecord, Group, REPLICAS, ReplicaRecord, Report, XR_GROUP};
 use crate::relay::Relay;
 
 pub(super) struct World<'a> {
@@ -33,6 +33,10 @@ pub(super) struct World<'a> {
     pub(super) observed: Arc<Mutex<Observed>>,
     pub(super) skew_forward: bool,
     pub(super) pauses: Vec<Pause>,
+    /// When the server-side fence was seen in force, if it was installed.
+    pub(super) fence_from: Option<Timestamp>,
+    /// The resources at the end of the run.
+    pub(super) census: Census,
     pub(super) t0: Instant,
 }
 
@@ -53,19 +57,19 @@ pub(super) fn dynamic(
     Api::all_with(client.clone(), &ar)
 }
 
-/// Writes a copy of the admin kubeconfig (JSON) whose server is the relay on `port`.
-fn relay_kubeconfig(admin: &Path, port: u16, path: &Path) -> anyhow::Result<()> {
-    let text = std::fs::read_to_string(admin).with_context(|| format!("reading {}", admin.display()))?;
-    let mut doc: Value = serde_json::from_str(&text).context("the admin kubeconfig is not JSON")?;
-    let clusters = doc
-        .get_mut("clusters")
-        .and_then(Value::as_array_mut)
-        .context("the admin kubeconfig has no clusters")?;
-    for c in clusters {
-        c["cluster"]["server"] = json!(format!("https://127.0.0.1:{port}"));
-    }
-    std::fs::write(path, serde_json::to_string_pretty(&doc)?)
-        .with_context(|| format!("writing {}", path.display()))
+/// Lets every ServiceAccount of `ns` (the replicas' slots) do anything: RBAC is not what the schedule
+/// is about, the Lease (and, when installed, the fence) decides.
+async fn grant_service_accounts(client: &Client, ns: &str) -> anyhow::Result<()> {
+    let crb: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": { "name": format!("e2e-faults-{ns}") },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin" },
+        "subjects": [{ "kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": format!("system:serviceaccounts:{ns}") }],
+    }))?;
+    Api::<ClusterRoleBinding>::all(client.clone())
+        .create(&PostParams::default(), &crb)
+        .await
+        .context("granting the replicas' ServiceAccounts cluster-admin")?;
+    Ok(())
 }
 
 impl<'a> World<'a> {
@@ -77,15 +81,10 @@ impl<'a> World<'a> {
         for group in Group::ALL {
             for index in 0..REPLICAS {
                 let relay = Relay::start(upstream).await?;
-                let kubeconfig = config
-                    .log_dir
-                    .join(format!("{}-{index}.kubeconfig", group.short()));
-                relay_kubeconfig(cluster.kubeconfig(), relay.port(), &kubeconfig)?;
                 slots.push(Slot {
                     group,
                     index,
                     relay,
-                    kubeconfig,
                     generation: 0,
                     next: false,
                     replica: None,
@@ -93,6 +92,7 @@ impl<'a> World<'a> {
             }
         }
         let ns = cluster.namespace("faults").await?;
+        grant_service_accounts(&client, &ns).await?;
         Ok(World {
             cp,
             config,
@@ -105,6 +105,8 @@ impl<'a> World<'a> {
             observed: Arc::default(),
             skew_forward: true,
             pauses: Vec::new(),
+            fence_from: None,
+            census: Census::default(),
             t0: Instant::now(),
         })
     }
