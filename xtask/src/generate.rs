@@ -320,7 +320,7 @@ fn rules_json(rules: &[Rule]) -> Value {
 /// `terminationGracePeriodSeconds`: the graceful shutdown, then the renew deadline (a leader that stops
 /// renewing keeps its term that long), plus slack.
 pub fn termination_grace(lease: &Defaults) -> u64 {
-    (GRACEFUL_SHUTDOWN + lease.renew_deadline + TERMINATION_SLACK).as_secs()
+    (GRACEFUL_SHUTDOWN + lease.timings.renew_deadline + TERMINATION_SLACK).as_secs()
 }
 
 /// The objects of one binary's base, by file name.
@@ -623,7 +623,8 @@ mod tests {
     fn grace_covers_shutdown_and_renew_deadline() {
         for b in deployed() {
             assert!(
-                Duration::from_secs(termination_grace(&b.lease)) > GRACEFUL_SHUTDOWN + b.lease.renew_deadline,
+                Duration::from_secs(termination_grace(&b.lease))
+                    > GRACEFUL_SHUTDOWN + b.lease.timings.renew_deadline,
                 "{}",
                 b.name
             );

@@ -8,9 +8,6 @@
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The configuration is invalid (only possible for configs not built by [`ElectorBuilder`](crate::ElectorBuilder)).
-    #[error("invalid leader election config: {0}")]
-    Config(#[from] crate::ConfigError),
     /// The task that watches the lock ended; this is a bug in the election crate.
     #[error("the lock watch task ended unexpectedly; this is a bug in the election crate, please report it")]
     WatchEnded,

@@ -6,7 +6,7 @@
 //!   and waits for in-flight reconciles, but kube holds the reconcile runner until the controller's
 //!   cache has synced, and that wait does not end with the trigger stream. A controller whose first
 //!   list never succeeds — its CustomResourceDefinition is not installed, or RBAC forbids the list — so
-//!   ignores the end of its term, until the manager aborts it at the safety margin (a lost term) or at
+//!   ignores the end of its term, until the manager aborts it at the stop margin (a lost term) or at
 //!   `--graceful-shutdown-timeout` (a SIGTERM, 30 s by default). [`drive`] drops such a controller as
 //!   soon as the term ends: with its cache unsynced it has reconciled nothing, so nothing is cut short.
 //! - **Watch errors are silent.** The controller stream yields the watchers' errors, and the watcher's

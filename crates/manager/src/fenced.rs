@@ -3,7 +3,7 @@
 //! [`FencedClient`] and [`FencedApi`] check the term's [`Fence`] before **every** write (create, replace,
 //! patch, delete, delete-collection and the subresource variants) and refuse with
 //! [`FencedError::NotLeader`] once the term has ended. Reads go straight through. The check is made just
-//! before the request is sent; a request already sent when the term ends is what the Lease's safety margin
+//! before the request is sent; a request already sent when the term ends is what the Lease's stop margin
 //! (`lease − renew`) is there to cover.
 //!
 //! Watches and caches need a plain [`kube::Client`] or [`kube::Api`]; [`FencedClient::unfenced`] and

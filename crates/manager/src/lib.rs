@@ -45,7 +45,6 @@ pub mod args;
 pub mod bind;
 pub mod client;
 pub mod controller;
-pub mod duration;
 mod error;
 pub mod fence;
 pub mod fenced;
@@ -67,6 +66,7 @@ pub use admin::Endpoints;
 pub use args::{Args, LogFormat, OnLostLeadership};
 pub use bind::BindAddress;
 pub use client::{BinaryInfo, Clients};
+pub use election::Timings;
 pub use error::Error;
 pub use fence::{Fence, NotLeader};
 pub use fenced::{FencedApi, FencedClient, FencedError};
@@ -74,9 +74,11 @@ pub use manager::{Manager, ManagerBuilder};
 pub use metrics::{Metrics, ReconcileMetrics, ReconcileResult};
 pub use readiness::ReadyHandle;
 pub use runnable::AlwaysContext;
-pub use settings::{Defaults, ElectionSettings, Settings, Timings, UsageError};
+pub use settings::{Defaults, ElectionSettings, Settings, UsageError};
 pub use task_group::{BoxError, TermEnded};
 pub use term::{ChildHandle, TermContext, TermInfo};
 
 /// The election crate, re-exported for [`ManagerBuilder::elector`] hooks and guards.
 pub use election;
+/// Go durations on the command line (`15s`, `500ms`, `1m30s`): the election crate's parser, for every flag.
+pub use election::duration;

@@ -230,7 +230,7 @@ impl Lock {
             name: config.name.clone(),
             identity: config.identity.clone(),
             labels: config.labels.clone(),
-            timeout: config.request_timeout(),
+            timeout: config.timings.request_timeout(),
             leases: Api::namespaced_with(client.clone(), &config.namespace, &lease::resource()),
             configmaps: Api::namespaced_with(client, &config.namespace, &configmap::resource()),
             lease: Slot::default(),
