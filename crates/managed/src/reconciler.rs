@@ -582,3 +582,6 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
