@@ -64,8 +64,8 @@ struct Ctx {
 /// Runs the XRD controller until the term ends.
 pub async fn run(term: TermContext, options: Options) -> Result<(), BoxError> {
     let client = term.client().clone();
-    let api: Api<CompositeResourceDefinition> = Api::all(client.unfenced().clone());
-    let crds: Api<CustomResourceDefinition> = Api::all(client.unfenced().clone());
+    let api: Api<CompositeResourceDefinition> = Api::all(client.kube().clone());
+    let crds: Api<CustomResourceDefinition> = Api::all(client.kube().clone());
     let mut wc = watcher::Config::default();
     if let Some(s) = &options.selector {
         wc = wc.labels(s);
@@ -240,7 +240,7 @@ async fn reconcile_inner(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -
     match restart {
         Some(false) => {}
         Some(true) | None => {
-            if !may_watch(ctx.client.unfenced(), &resource).await? {
+            if !may_watch(ctx.client.kube(), &resource).await? {
                 tracing::info!(xrd = %name, "waiting for RBAC to allow watching the composite resources");
                 return Ok(Action::requeue(ctx.backoff.fail(&name)));
             }
@@ -344,7 +344,7 @@ async fn delete(xrd: &CompositeResourceDefinition, ctx: &Ctx) -> Result<Action, 
     }
     if let Some(resource) = xr_resource(xrd) {
         let xrs = ctx.client.wrap(Api::<DynamicObject>::all_with(
-            ctx.client.unfenced().clone(),
+            ctx.client.kube().clone(),
             &resource,
         ));
         // A CRD that is already going away serves no list: nothing is left to delete.
@@ -360,9 +360,9 @@ async fn delete(xrd: &CompositeResourceDefinition, ctx: &Ctx) -> Result<Action, 
                 }
                 let api = match xr.namespace() {
                     Some(ns) => {
-                        Api::<DynamicObject>::namespaced_with(ctx.client.unfenced().clone(), &ns, &resource)
+                        Api::<DynamicObject>::namespaced_with(ctx.client.kube().clone(), &ns, &resource)
                     }
-                    None => Api::<DynamicObject>::all_with(ctx.client.unfenced().clone(), &resource),
+                    None => Api::<DynamicObject>::all_with(ctx.client.kube().clone(), &resource),
                 };
                 match ctx
                     .client

@@ -93,12 +93,12 @@ pub async fn run(
     metrics: ReconcileMetrics,
 ) -> Result<(), BoxError> {
     let client = term.client().clone();
-    let api: Api<CompositeResourceDefinition> = Api::all(client.unfenced().clone());
+    let api: Api<CompositeResourceDefinition> = Api::all(client.kube().clone());
     let mut wc = watcher::Config::default();
     if let Some(s) = &selector {
         wc = wc.labels(s);
     }
-    let roles_api: Api<ClusterRole> = Api::all(client.unfenced().clone());
+    let roles_api: Api<ClusterRole> = Api::all(client.kube().clone());
     let state = Arc::new(Ctx {
         client,
         backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(60)),

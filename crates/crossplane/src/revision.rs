@@ -64,12 +64,12 @@ pub async fn run(
     metrics: ReconcileMetrics,
 ) -> Result<(), BoxError> {
     let client = ctx.client().clone();
-    let api: Api<Composition> = Api::all(client.unfenced().clone());
+    let api: Api<Composition> = Api::all(client.kube().clone());
     let mut wc = watcher::Config::default();
     if let Some(s) = &selector {
         wc = wc.labels(s);
     }
-    let revs: Api<CompositionRevision> = Api::all(client.unfenced().clone());
+    let revs: Api<CompositionRevision> = Api::all(client.kube().clone());
     let state = Arc::new(Ctx {
         client,
         backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(60)),

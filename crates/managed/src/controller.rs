@@ -135,7 +135,7 @@ where
             metrics,
             name: self.name.clone(),
         });
-        let api: Api<K> = Api::all(ctx.client().unfenced().clone());
+        let api: Api<K> = Api::all(ctx.client().kube().clone());
         let (reader, writer) = reflector::store();
         let mut wc = watcher::Config::default().any_semantic();
         if let Some(selector) = &opts.label_selector {

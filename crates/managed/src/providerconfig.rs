@@ -91,7 +91,7 @@ impl ProviderConfigController {
 
     /// Runs for one term.
     pub async fn run(self, ctx: TermContext) -> Result<(), ProviderConfigError> {
-        let client = ctx.client().unfenced().clone();
+        let client = ctx.client().kube().clone();
         let kind = self.kind.clone();
         let configs: Api<DynamicObject> = Api::all_with(client.clone(), &kind.config);
         let usages: Api<DynamicObject> = Api::all_with(client, &kind.usage);
@@ -143,7 +143,7 @@ fn usage_owner(kind: &ProviderConfigKind, usage: &DynamicObject) -> Option<Objec
 }
 
 fn config_api(ctx: &Ctx, ns: Option<&str>) -> Api<DynamicObject> {
-    let client = ctx.client.unfenced().clone();
+    let client = ctx.client.kube().clone();
     match ns {
         Some(ns) if ctx.kind.config_namespaced => Api::namespaced_with(client, ns, &ctx.kind.config),
         _ => Api::all_with(client, &ctx.kind.config),
@@ -160,7 +160,7 @@ async fn reconcile(pc: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Prov
     if ctx.kind.kind_label {
         selector.push_str(&format!(",{LABEL_PROVIDER_CONFIG_KIND}={}", ctx.kind.config.kind));
     }
-    let usage_client = ctx.client.unfenced().clone();
+    let usage_client = ctx.client.kube().clone();
     let usages: Api<DynamicObject> = match ns.as_deref() {
         Some(ns) if ctx.kind.config_namespaced && ctx.kind.usage_namespaced => {
             Api::namespaced_with(usage_client, ns, &ctx.kind.usage)
@@ -177,8 +177,8 @@ async fn reconcile(pc: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Prov
             users += 1;
         } else {
             let api: Api<DynamicObject> = match u.namespace() {
-                Some(uns) => Api::namespaced_with(ctx.client.unfenced().clone(), &uns, &ctx.kind.usage),
-                None => Api::all_with(ctx.client.unfenced().clone(), &ctx.kind.usage),
+                Some(uns) => Api::namespaced_with(ctx.client.kube().clone(), &uns, &ctx.kind.usage),
+                None => Api::all_with(ctx.client.kube().clone(), &ctx.kind.usage),
             };
             if let Err(e) = ctx
                 .client

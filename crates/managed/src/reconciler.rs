@@ -151,7 +151,7 @@ where
     }
 
     fn api(&self) -> manager::FencedApi<K> {
-        let client = self.shared.client.unfenced().clone();
+        let client = self.shared.client.kube().clone();
         self.shared
             .client
             .wrap(K::api(client, self.mr.meta().namespace.as_deref()))

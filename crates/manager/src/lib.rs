@@ -34,7 +34,9 @@
 //!
 //! Modules, one concept each: [`args`] (flags), [`settings`] (defaults and validation), [`logging`],
 //! [`client`] (the two clients and the user agent), [`controller`] (driving a kube-runtime controller
-//! for one term), [`fence`] and [`fenced`] (self-fencing),
+//! for one term), [`gate`] (the fence layer in the client: the one place writes are fenced), [`fence`]
+//! (what the layer checks: the term's guard and the manager's revocation), [`fenced`] (the typed face of
+//! the term's client),
 //! [`term`] (what gated work receives), [`runnable`] (always-runnables), [`readiness`], [`health`],
 //! [`metrics`], [`admin`] (the HTTP endpoints), and the crate-private supervisor, task group and signal
 //! handling. Why gating works as it does is in the supervisor's docs, repeated on [`Manager::run`].
@@ -70,6 +72,7 @@ pub use election::Timings;
 pub use error::Error;
 pub use fence::{Fence, NotLeader};
 pub use fenced::{FencedApi, FencedClient, FencedError};
+pub use gate::{FenceLayer, fence_client, refusal};
 pub use manager::{Manager, ManagerBuilder};
 pub use metrics::{Metrics, ReconcileMetrics, ReconcileResult};
 pub use readiness::ReadyHandle;

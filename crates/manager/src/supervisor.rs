@@ -105,7 +105,7 @@ impl Supervisor {
             tracing::error!(error = %e, "cannot build the term's client; using the main client");
             self.client.clone()
         });
-        let client = FencedClient::new(term_client, fence.clone());
+        let client = FencedClient::layered(term_client, fence.clone());
         let info = Arc::new(TermInfo {
             identity: self.identity.clone(),
             lease: self.lease.clone(),
