@@ -19,6 +19,16 @@ pub enum Error {
     Message(String),
 }
 
+impl manager::controller::ReconcileError for Error {
+    fn is_not_leader(&self) -> bool {
+        Error::is_not_leader(self)
+    }
+
+    fn is_conflict(&self) -> bool {
+        Error::is_conflict(self)
+    }
+}
+
 impl Error {
     /// True when the fence refused a write: the term is over.
     pub fn is_not_leader(&self) -> bool {

@@ -5,10 +5,10 @@
 //! Modules, one concept each: [`cli`] (flags and the two entry points), [`xcrd`] (XRD → CRD),
 //! [`definition`] (the XRD controller, which starts one composite controller per XRD as a child of the
 //! term), [`revision`] (Composition → CompositionRevision), [`composite`] (the XR reconciler),
-//! [`rbac`] (the RBAC manager), [`backoff`] and [`error`].
+//! [`rbac`] (the RBAC manager) and [`error`]. Controller wiring, backoff and reconcile metrics are the
+//! manager's ([`manager::controller::ControllerBuilder`]).
 #![forbid(unsafe_code)]
 
-pub mod backoff;
 pub mod cli;
 pub mod composite;
 pub mod definition;

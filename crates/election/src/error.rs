@@ -12,3 +12,19 @@ pub enum Error {
     #[error("the lock watch task ended unexpectedly; this is a bug in the election crate, please report it")]
     WatchEnded,
 }
+
+/// An error and its sources, `a: b: c`, skipping a source whose text is already shown. Every log line
+/// of this crate and of the manager that prints an error prints it this way.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut current = e.source();
+    while let Some(err) = current {
+        let text = err.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        current = err.source();
+    }
+    out
+}

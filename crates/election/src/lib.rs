@@ -133,7 +133,7 @@ mod watch;
 
 pub use config::{ConfigError, ElectionConfig, ElectorBuilder, LockKind};
 pub use elector::Elector;
-pub use error::Error;
+pub use error::{Error, error_chain};
 pub use guard::{Guard, LapseReason, TermLapsed};
 pub use leadership::{Leadership, Term};
 pub use record::UNKNOWN_LEADER;

@@ -23,12 +23,12 @@ use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
 use manager::{Manager, ReconcileMetrics, ReconcileResult, TermContext};
 
-use crate::backoff::ItemBackoff;
 use crate::events::Recorder;
 use crate::external::ExternalConnector;
 use crate::options::Options;
 use crate::reconciler::{self, Requeue, Shared};
 use crate::resource::Managed;
+use manager::backoff::Backoff;
 
 /// The controller failed outside any single reconcile.
 #[derive(Debug, thiserror::Error)]
@@ -131,7 +131,7 @@ where
             options: opts.clone(),
             client: ctx.client().clone(),
             recorder: Recorder::new(self.name.clone(), ctx.term().identity.clone()),
-            backoff: ItemBackoff::new(opts.backoff.0, opts.backoff.1),
+            backoff: Backoff::new(opts.backoff.0, opts.backoff.1),
             metrics,
             name: self.name.clone(),
         });
@@ -202,18 +202,18 @@ where
     let requeue = reconciler::reconcile(&shared, (*obj).clone()).await;
     let (action, result) = match requeue {
         Requeue::After(d) => {
-            shared.backoff.forget(&key);
+            shared.backoff.succeed(&key);
             (Action::requeue(d), ReconcileResult::RequeueAfter)
         }
         Requeue::Immediately => {
-            shared.backoff.forget(&key);
+            shared.backoff.succeed(&key);
             (Action::requeue(Duration::ZERO), ReconcileResult::Requeue)
         }
         Requeue::Never => {
-            shared.backoff.forget(&key);
+            shared.backoff.succeed(&key);
             (Action::await_change(), ReconcileResult::Success)
         }
-        Requeue::Backoff => (Action::requeue(shared.backoff.next(&key)), ReconcileResult::Error),
+        Requeue::Backoff => (Action::requeue(shared.backoff.fail(&key)), ReconcileResult::Error),
     };
     timer.finish(result);
     Ok(action)

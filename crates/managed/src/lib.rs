@@ -16,10 +16,10 @@
 //! Modules, one concept each: [`resource`] (the kind), [`external`] (the provider's side), [`decision`],
 //! [`meta`] (annotation and finalizer rules), [`reconciler`], [`controller`] (watch, predicate, queue),
 //! [`connection`] (connection secrets), [`events`], [`usage`] and [`providerconfig`] (usage tracking and
-//! deletion protection), [`groups`] (a provider's cluster-scoped and namespaced API groups), [`backoff`], [`ratelimit`], [`poll`], [`options`] and [`cli`].
+//! deletion protection), [`groups`] (a provider's cluster-scoped and namespaced API groups), [`ratelimit`], [`options`] and
+//! [`cli`]. Backoff and poll jitter are the manager's ([`manager::backoff`]).
 #![forbid(unsafe_code)]
 
-pub mod backoff;
 pub mod cli;
 pub mod config_ref;
 pub mod connection;
@@ -30,7 +30,6 @@ pub mod external;
 pub mod groups;
 pub mod meta;
 pub mod options;
-pub mod poll;
 pub mod providerconfig;
 pub mod ratelimit;
 pub mod rbac;

@@ -15,6 +15,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Resource, ResourceExt};
+use manager::controller::{ControllerBuilder, ReconcileError};
 use manager::{FencedClient, FencedError, Manager, TermContext};
 use serde_json::json;
 
@@ -49,6 +50,15 @@ pub enum ProviderConfigError {
     /// A write failed.
     #[error("cannot update ProviderConfig: {0}")]
     Write(#[source] FencedError),
+}
+
+impl ReconcileError for ProviderConfigError {
+    fn is_not_leader(&self) -> bool {
+        match self {
+            Self::List(e) => manager::refusal(e).is_some(),
+            Self::Write(e) => e.is_not_leader(),
+        }
+    }
 }
 
 struct Ctx {
@@ -110,19 +120,9 @@ impl ProviderConfigController {
         .watches_with(usages, kind.usage.clone(), watcher::Config::default(), move |u| {
             usage_owner(&mapper_kind, &u)
         });
-        let store = controller.store();
-        let stream = controller
-            .graceful_shutdown_on(token.clone().cancelled_owned())
-            .run(
-                reconcile,
-                |_, e: &ProviderConfigError, _| {
-                    tracing::warn!(error = %e, "providerconfig reconcile failed");
-                    Action::requeue(Duration::from_secs(5))
-                },
-                shared,
-            );
-        // Logs watch errors and stops at once if the term ends before the cache synced.
-        manager::controller::drive(&self.name, &token, store, stream).await;
+        ControllerBuilder::new(self.name.clone(), controller)
+            .run(&token, reconcile, shared)
+            .await;
         Ok(())
     }
 }

@@ -33,8 +33,8 @@
 //! The smallest complete user is the `configmap-counter` binary in this crate (`src/bin`).
 //!
 //! Modules, one concept each: [`args`] (flags), [`settings`] (defaults and validation), [`logging`],
-//! [`client`] (the two clients and the user agent), [`controller`] (driving a kube-runtime controller
-//! for one term), [`gate`] (the fence layer in the client: the one place writes are fenced), [`fence`]
+//! [`client`] (the two clients and the user agent), [`controller`] (a kube-runtime controller for
+//! one term: wiring, metrics, backoff, error reporting), [`backoff`] (per-object backoff and jitter), [`gate`] (the fence layer in the client: the one place writes are fenced), [`fence`]
 //! (what the layer checks: the term's guard and the manager's revocation), [`fenced`] (the typed face of
 //! the term's client),
 //! [`term`] (what gated work receives), [`runnable`] (always-runnables), [`readiness`], [`health`],
@@ -44,6 +44,7 @@
 
 pub mod admin;
 pub mod args;
+pub mod backoff;
 pub mod bind;
 pub mod client;
 pub mod controller;

@@ -34,9 +34,9 @@ use super::pipeline;
 use super::render::{self, Owner};
 use super::select::{self, XrType};
 use super::status::{self, Outcome};
-use crate::backoff::Backoff;
 use crate::error::{Error, fenced_not_found, is_not_found};
 use crate::metrics::Recorder;
+use manager::backoff::{Backoff, jittered};
 
 /// The field manager of XR writes.
 pub const FIELD_MANAGER_COMPOSITE: &str = "apiextensions.crossplane.io/composite";
@@ -190,7 +190,7 @@ async fn reconcile_inner(xr: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action
             ctx.write_status(&xr, &xr_json, st).await?;
             ctx.backoff.succeed(&key(&xr));
             if outcome.0.unready.is_empty() && outcome.0.unsynced.is_empty() {
-                let jitter = ctx.def.poll.mul_f64(0.9 + fastrand::f64() * 0.2);
+                let jitter = jittered(ctx.def.poll, 0.1);
                 Ok(Action::requeue(jitter))
             } else {
                 Ok(Action::requeue(Duration::from_secs(2)))

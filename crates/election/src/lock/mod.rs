@@ -24,6 +24,7 @@ use kube::api::{Api, DynamicObject, PostParams};
 
 use crate::{
     config::{ElectionConfig, LockKind},
+    error::error_chain,
     record::{LeaderRecord, Snapshot},
 };
 
@@ -164,21 +165,6 @@ impl RequestError {
     pub(crate) fn is_unreachable(&self) -> bool {
         matches!(self, RequestError::Unreachable { .. })
     }
-}
-
-/// An error and its sources, `a: b: c`, skipping a source whose text is already shown.
-pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut current = e.source();
-    while let Some(err) = current {
-        let text = err.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        current = err.source();
-    }
-    out
 }
 
 /// Why a write did not succeed.

@@ -317,7 +317,7 @@ async fn reconcile_over(stored: Thing, mr: Thing, script: Script, options: Optio
         options,
         client: FencedClient::new(client, fence),
         recorder: Recorder::new("managed/thing", "test"),
-        backoff: ItemBackoff::new(Duration::from_secs(1), Duration::from_secs(60)),
+        backoff: Backoff::default(),
         metrics: ReconcileMetrics::new(&registry).expect("metrics"),
         name: "managed/thing".into(),
     };
