@@ -63,6 +63,22 @@ pub struct Deployed {
     pub core: bool,
 }
 
+impl Deployed {
+    /// A provider: a Deployment of its own image, named after its binary, with no arguments.
+    pub fn provider(p: &managed::provider::Provider) -> Self {
+        Self {
+            name: p.info.binary.name,
+            image: p.info.binary.name,
+            args: &[],
+            lease: p.info.lease,
+            needs: p.rbac_needs,
+            crds: p.crds,
+            provider: true,
+            core: false,
+        }
+    }
+}
+
 /// Every deployed binary, in deploy order.
 pub fn deployed() -> Vec<Deployed> {
     vec![
@@ -86,36 +102,10 @@ pub fn deployed() -> Vec<Deployed> {
             provider: false,
             core: false,
         },
-        Deployed {
-            name: "provider-nop",
-            image: "provider-nop",
-            args: &[],
-            lease: provider_nop::INFO.lease,
-            needs: provider_nop::rbac_needs,
-            crds: provider_nop::crds,
-            provider: true,
-            core: false,
-        },
-        Deployed {
-            name: "provider-kubernetes",
-            image: "provider-kubernetes",
-            args: &[],
-            lease: provider_kubernetes::INFO.lease,
-            needs: provider_kubernetes::rbac_needs,
-            crds: provider_kubernetes::crds,
-            provider: true,
-            core: false,
-        },
-        Deployed {
-            name: "provider-sql",
-            image: "provider-sql",
-            args: &[],
-            lease: provider_sql::INFO.lease,
-            needs: provider_sql::rbac_needs,
-            crds: provider_sql::crds,
-            provider: true,
-            core: false,
-        },
+        // The providers: one line each.
+        Deployed::provider(&provider_nop::PROVIDER),
+        Deployed::provider(&provider_kubernetes::PROVIDER),
+        Deployed::provider(&provider_sql::PROVIDER),
     ]
 }
 

@@ -13,7 +13,8 @@
 //! update → poll. The decisions are pure functions in [`decision`]; `Ready=True` is the provider's to set
 //! in `observe`, the runtime sets only `Creating` and `Deleting`.
 //!
-//! Modules, one concept each: [`resource`] (the kind), [`external`] (the provider's side), [`decision`],
+//! Modules, one concept each: [`provider`] (a provider's descriptor and its one list of kinds),
+//! [`resource`] (the kind, [`impl_managed!`] and [`managed_kind!`]), [`external`] (the provider's side), [`decision`],
 //! [`meta`] (annotation and finalizer rules), [`reconciler`], [`controller`] (watch, predicate, queue),
 //! [`connection`] (connection secrets), [`events`], [`usage`] and [`providerconfig`] (usage tracking and
 //! deletion protection), [`groups`] (a provider's cluster-scoped and namespaced API groups), [`ratelimit`], [`options`] and
@@ -30,6 +31,7 @@ pub mod external;
 pub mod groups;
 pub mod meta;
 pub mod options;
+pub mod provider;
 pub mod providerconfig;
 pub mod ratelimit;
 pub mod rbac;
