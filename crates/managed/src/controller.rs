@@ -21,6 +21,7 @@ use kube::runtime::controller::{Action, Config};
 use kube::runtime::reflector;
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
+use manager::controller::{ControllerBuilder, ReconcileError};
 use manager::{Manager, ReconcileMetrics, ReconcileResult, TermContext};
 
 use crate::events::Recorder;
@@ -42,6 +43,12 @@ pub enum ControllerError {
 #[derive(Debug, thiserror::Error)]
 #[error("unreachable")]
 pub(crate) struct Never;
+
+impl ReconcileError for Never {
+    fn is_not_leader(&self) -> bool {
+        false
+    }
+}
 
 /// The managed reconciler for kind `K`, driven by connector `C`.
 pub struct ManagedController<K, C> {
@@ -151,18 +158,12 @@ where
         if let Some(every) = opts.sync_interval.filter(|d| !d.is_zero()) {
             controller = controller.reconcile_all_on(ticks(every));
         }
-        let token = ctx.token().clone();
-        let store = controller.store();
         tracing::info!(controller = %self.name, "starting");
-        let stream = controller
-            .graceful_shutdown_on(token.clone().cancelled_owned())
-            .run(
-                reconcile_one::<K, C>,
-                |_, _: &Never, _| Action::requeue(Duration::from_secs(1)),
-                shared,
-            );
-        // Logs watch errors (a missing CRD, RBAC) and stops at once if the term ends before the cache synced.
-        manager::controller::drive(&self.name, &token, store, stream).await;
+        // Reconciles report their own outcome (events, conditions, metrics by requeue kind) and back off by
+        // their own verdict, so the builder only wires, shuts down and reports watch errors here.
+        ControllerBuilder::new(self.name.clone(), controller)
+            .run(ctx.token(), reconcile_one::<K, C>, shared)
+            .await;
         tracing::info!(controller = %self.name, "stopped");
         Ok(())
     }

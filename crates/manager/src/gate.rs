@@ -201,4 +201,31 @@ mod tests {
         let read = api.get("x").await.expect_err("nothing listens");
         assert!(refusal(&read).is_none());
     }
+
+    #[tokio::test]
+    async fn kubes_own_event_recorder_is_fenced_by_the_same_layer() {
+        use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+        let uri: http::Uri = "http://127.0.0.1:9".parse().expect("uri");
+        let inner = kube::Client::try_from(kube::Config::new(uri)).expect("client");
+        let fence = Fence::never_lapsing("me");
+        let recorder = Recorder::new(fence_client(inner, &fence), Reporter::from("test"));
+        let regarding = k8s_openapi::api::core::v1::ObjectReference {
+            name: Some("x".into()),
+            namespace: Some("ns".into()),
+            ..Default::default()
+        };
+        let event = Event {
+            type_: EventType::Normal,
+            reason: "Tested".into(),
+            note: None,
+            action: "Test".into(),
+            secondary: None,
+        };
+        fence.revoke("the term ended");
+        let refused = recorder.publish(&event, &regarding).await.expect_err("refused");
+        assert_eq!(
+            refusal(&refused).map(|r| r.reason.as_str()),
+            Some("the term ended")
+        );
+    }
 }
