@@ -69,6 +69,22 @@ pub struct Deployed {
     pub core: bool,
 }
 
+impl Deployed {
+    /// A provider: a Deployment of its own image, named after its binary, with no arguments.
+    pub fn provider(p: &managed::provider::Provider) -> Self {
+        Self {
+            name: p.info.binary.name,
+            image: p.info.binary.name,
+            args: &[],
+            lease: p.info.lease,
+            needs: p.rbac_needs,
+            crds: p.crds,
+            provider: true,
+            core: false,
+        }
+    }
+}
+
 /// Every deployed binary, in deploy order.
 pub fn deployed() -> Vec<Deployed> {
     vec![
@@ -92,36 +108,10 @@ pub fn deployed() -> Vec<Deployed> {
             provider: false,
             core: false,
         },
-        Deployed {
-            name: "provider-nop",
-            image: "provider-nop",
-            args: &[],
-            lease: provider_nop::INFO.lease,
-            needs: provider_nop::rbac_needs,
-            crds: provider_nop::crds,
-            provider: true,
-            core: false,
-        },
-        Deployed {
-            name: "provider-kubernetes",
-            image: "provider-kubernetes",
-            args: &[],
-            lease: provider_kubernetes::INFO.lease,
-            needs: provider_kubernetes::rbac_needs,
-            crds: provider_kubernetes::crds,
-            provider: true,
-            core: false,
-        },
-        Deployed {
-            name: "provider-sql",
-            image: "provider-sql",
-            args: &[],
-            lease: provider_sql::INFO.lease,
-            needs: provider_sql::rbac_needs,
-            crds: provider_sql::crds,
-            provider: true,
-            core: false,
-        },
+        // The providers: one line each.
+        Deployed::provider(&provider_nop::PROVIDER),
+        Deployed::provider(&provider_kubernetes::PROVIDER),
+        Deployed::provider(&provider_sql::PROVIDER),
     ]
 }
 
@@ -367,7 +357,7 @@ fn rules_json(rules: &[Rule]) -> Value {
 /// `terminationGracePeriodSeconds`: the graceful shutdown, then the renew deadline (a leader that stops
 /// renewing keeps its term that long), plus slack.
 pub fn termination_grace(lease: &Defaults) -> u64 {
-    (GRACEFUL_SHUTDOWN + lease.renew_deadline + TERMINATION_SLACK).as_secs()
+    (GRACEFUL_SHUTDOWN + lease.timings.renew_deadline + TERMINATION_SLACK).as_secs()
 }
 
 /// The objects of one binary's base, by file name.
@@ -677,7 +667,8 @@ mod tests {
     fn grace_covers_shutdown_and_renew_deadline() {
         for b in deployed() {
             assert!(
-                Duration::from_secs(termination_grace(&b.lease)) > GRACEFUL_SHUTDOWN + b.lease.renew_deadline,
+                Duration::from_secs(termination_grace(&b.lease))
+                    > GRACEFUL_SHUTDOWN + b.lease.timings.renew_deadline,
                 "{}",
                 b.name
             );

@@ -24,10 +24,11 @@ use kube::core::ApiResource;
 use kube::runtime::controller::Action;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Resource, ResourceExt};
+use manager::backoff::Backoff;
+use manager::controller::ControllerBuilder;
 use manager::{BoxError, ChildHandle, FencedClient, ReconcileMetrics, TermContext};
 use serde_json::json;
 
-use crate::backoff::Backoff;
 use crate::composite::{self, CompositeController};
 use crate::error::{Error, fenced_not_found, is_not_found};
 use crate::metrics::Recorder;
@@ -57,48 +58,36 @@ struct Ctx {
     client: FencedClient,
     options: Options,
     children: Mutex<HashMap<String, Child>>,
-    backoff: Backoff,
-    recorder: Recorder,
+    /// How long to wait, per XRD, for RBAC to allow watching its composite resources.
+    rbac_wait: Backoff,
 }
 
 /// Runs the XRD controller until the term ends.
 pub async fn run(term: TermContext, options: Options) -> Result<(), BoxError> {
     let client = term.client().clone();
-    let api: Api<CompositeResourceDefinition> = Api::all(client.unfenced().clone());
-    let crds: Api<CustomResourceDefinition> = Api::all(client.unfenced().clone());
+    let api: Api<CompositeResourceDefinition> = Api::all(client.kube().clone());
+    let crds: Api<CustomResourceDefinition> = Api::all(client.kube().clone());
     let mut wc = watcher::Config::default();
     if let Some(s) = &options.selector {
         wc = wc.labels(s);
     }
     let token = term.token().clone();
-    let recorder = Recorder::new(options.metrics.clone(), CONTROLLER);
+    let metrics = options.metrics.clone();
     let state = Arc::new(Ctx {
-        recorder,
         term,
         client,
         options,
         children: Mutex::new(HashMap::new()),
-        backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(60)),
+        rbac_wait: Backoff::default(),
     });
-    let controller = Controller::new(api, wc).owns(crds, watcher::Config::default());
-    let store = controller.store();
-    let stream = controller
-        .graceful_shutdown_on(token.clone().cancelled_owned())
-        .run(reconcile, error_policy, state);
-    // Logs watch errors and stops at once if the term ends before the cache synced.
-    manager::controller::drive(CONTROLLER, &token, store, stream).await;
+    ControllerBuilder::new(
+        CONTROLLER,
+        Controller::new(api, wc).owns(crds, watcher::Config::default()),
+    )
+    .metrics(&metrics)
+    .run(&token, reconcile, state)
+    .await;
     Ok(())
-}
-
-fn error_policy(xrd: Arc<CompositeResourceDefinition>, e: &Error, ctx: Arc<Ctx>) -> Action {
-    if e.is_not_leader() {
-        return Action::await_change();
-    }
-    if e.is_conflict() {
-        return Action::requeue(Duration::from_secs(1));
-    }
-    tracing::warn!(xrd = %xrd.name_any(), error = %e, "cannot reconcile CompositeResourceDefinition");
-    Action::requeue(ctx.backoff.fail(&xrd.name_any()))
 }
 
 impl Ctx {
@@ -154,11 +143,6 @@ pub fn xr_resource(xrd: &CompositeResourceDefinition) -> Option<ApiResource> {
 }
 
 async fn reconcile(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let recorder = ctx.recorder.clone();
-    recorder.time(reconcile_inner(xrd, ctx)).await
-}
-
-async fn reconcile_inner(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let name = xrd.name_any();
     let generation = xrd.meta().generation;
     let crds = ctx.client.all::<CustomResourceDefinition>();
@@ -240,9 +224,9 @@ async fn reconcile_inner(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -
     match restart {
         Some(false) => {}
         Some(true) | None => {
-            if !may_watch(ctx.client.unfenced(), &resource).await? {
+            if !may_watch(ctx.client.kube(), &resource).await? {
                 tracing::info!(xrd = %name, "waiting for RBAC to allow watching the composite resources");
-                return Ok(Action::requeue(ctx.backoff.fail(&name)));
+                return Ok(Action::requeue(ctx.rbac_wait.fail(&name)));
             }
             if restart == Some(true) {
                 ctx.stop_child(&name).await;
@@ -273,7 +257,7 @@ async fn reconcile_inner(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -
     };
     ctx.set_status(&xrd, vec![est, Condition::reconcile_success()], Some(controllers))
         .await?;
-    ctx.backoff.succeed(&name);
+    ctx.rbac_wait.succeed(&name);
     Ok(Action::await_change())
 }
 
@@ -344,7 +328,7 @@ async fn delete(xrd: &CompositeResourceDefinition, ctx: &Ctx) -> Result<Action, 
     }
     if let Some(resource) = xr_resource(xrd) {
         let xrs = ctx.client.wrap(Api::<DynamicObject>::all_with(
-            ctx.client.unfenced().clone(),
+            ctx.client.kube().clone(),
             &resource,
         ));
         // A CRD that is already going away serves no list: nothing is left to delete.
@@ -360,9 +344,9 @@ async fn delete(xrd: &CompositeResourceDefinition, ctx: &Ctx) -> Result<Action, 
                 }
                 let api = match xr.namespace() {
                     Some(ns) => {
-                        Api::<DynamicObject>::namespaced_with(ctx.client.unfenced().clone(), &ns, &resource)
+                        Api::<DynamicObject>::namespaced_with(ctx.client.kube().clone(), &ns, &resource)
                     }
-                    None => Api::<DynamicObject>::all_with(ctx.client.unfenced().clone(), &resource),
+                    None => Api::<DynamicObject>::all_with(ctx.client.kube().clone(), &resource),
                 };
                 match ctx
                     .client

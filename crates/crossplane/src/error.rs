@@ -19,10 +19,24 @@ pub enum Error {
     Message(String),
 }
 
+impl manager::controller::ReconcileError for Error {
+    fn is_not_leader(&self) -> bool {
+        Error::is_not_leader(self)
+    }
+
+    fn is_conflict(&self) -> bool {
+        Error::is_conflict(self)
+    }
+}
+
 impl Error {
     /// True when the fence refused a write: the term is over.
     pub fn is_not_leader(&self) -> bool {
-        matches!(self, Self::Fenced(e) if e.is_not_leader())
+        match self {
+            Self::Fenced(e) => e.is_not_leader(),
+            Self::Kube(e) => manager::refusal(e).is_some(),
+            _ => false,
+        }
     }
 
     /// True for a 409 Conflict: someone else wrote first; retry soon, quietly.

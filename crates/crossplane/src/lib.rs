@@ -7,10 +7,10 @@
 //! term), [`revision`] (Composition → CompositionRevision), [`composite`] (the XR reconciler),
 //! [`rbac`] (the RBAC manager), [`roles`] (the user-facing crossplane-admin/edit/view/browse roles),
 //! [`init`] (`core init`, `rbac init`), [`upstream_flags`] (upstream's flags and what we do with
-//! each), [`backoff`] and [`error`].
+//! each) and [`error`]. Controller wiring, backoff and reconcile metrics are the manager's
+//! ([`manager::controller::ControllerBuilder`]).
 #![forbid(unsafe_code)]
 
-pub mod backoff;
 pub mod cli;
 pub mod composite;
 pub mod definition;

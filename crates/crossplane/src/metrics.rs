@@ -1,11 +1,12 @@
-//! controller-runtime's reconcile metrics (`controller_runtime_reconcile_*`) for this crate's
-//! controllers, including the dynamic `composite/<xrd>` ones.
+//! controller-runtime's reconcile metrics (`controller_runtime_reconcile_*`) for the dynamic
+//! `composite/<xrd>` controllers; the others get theirs from [`manager::controller::ControllerBuilder`].
 
 use std::future::Future;
 use std::sync::Arc;
 
 use kube::runtime::controller::Action;
-use manager::{ReconcileMetrics, ReconcileResult};
+use manager::ReconcileMetrics;
+use manager::controller::result_of;
 
 use crate::error::Error;
 
@@ -43,33 +44,5 @@ impl Recorder {
         let result = reconcile.await;
         timer.finish(result_of(&result));
         result
-    }
-}
-
-/// The controller-runtime result label of a reconcile.
-pub fn result_of(result: &Result<Action, Error>) -> ReconcileResult {
-    match result {
-        Err(_) => ReconcileResult::Error,
-        Ok(a) if *a == Action::await_change() => ReconcileResult::Success,
-        Ok(_) => ReconcileResult::RequeueAfter,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    #[test]
-    fn results_map_to_controller_runtime_labels() {
-        assert_eq!(result_of(&Ok(Action::await_change())), ReconcileResult::Success);
-        assert_eq!(
-            result_of(&Ok(Action::requeue(Duration::from_secs(1)))),
-            ReconcileResult::RequeueAfter
-        );
-        assert_eq!(
-            result_of(&Err(Error::Message("x".into()))),
-            ReconcileResult::Error
-        );
     }
 }

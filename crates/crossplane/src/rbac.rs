@@ -3,7 +3,6 @@
 //! controlled by the XRD, so the garbage collector removes them with it.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use apis::apiextensions::CompositeResourceDefinition;
 use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
@@ -11,11 +10,10 @@ use kube::api::{ObjectMeta, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Resource, ResourceExt};
+use manager::controller::ControllerBuilder;
 use manager::{BoxError, FencedClient, ReconcileMetrics, TermContext};
 
-use crate::backoff::Backoff;
 use crate::error::Error;
-use crate::metrics::Recorder;
 
 /// The controller's name and field manager.
 pub const CONTROLLER: &str = "rbac.crossplane.io/definition";
@@ -82,8 +80,6 @@ pub fn roles(xrd: &CompositeResourceDefinition) -> Vec<ClusterRole> {
 
 struct Ctx {
     client: FencedClient,
-    backoff: Backoff,
-    recorder: Recorder,
 }
 
 /// Runs the controller until the term ends. `selector` limits the XRDs watched (test isolation).
@@ -93,41 +89,23 @@ pub async fn run(
     metrics: ReconcileMetrics,
 ) -> Result<(), BoxError> {
     let client = term.client().clone();
-    let api: Api<CompositeResourceDefinition> = Api::all(client.unfenced().clone());
+    let api: Api<CompositeResourceDefinition> = Api::all(client.kube().clone());
     let mut wc = watcher::Config::default();
     if let Some(s) = &selector {
         wc = wc.labels(s);
     }
-    let roles_api: Api<ClusterRole> = Api::all(client.unfenced().clone());
-    let state = Arc::new(Ctx {
-        client,
-        backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(60)),
-        recorder: Recorder::new(metrics, CONTROLLER),
-    });
-    let controller = Controller::new(api, wc).owns(roles_api, watcher::Config::default());
-    let store = controller.store();
-    let stream = controller
-        .graceful_shutdown_on(term.token().clone().cancelled_owned())
-        .run(reconcile, error_policy, state);
-    // Logs watch errors and stops at once if the term ends before the cache synced.
-    manager::controller::drive(CONTROLLER, term.token(), store, stream).await;
+    let roles_api: Api<ClusterRole> = Api::all(client.kube().clone());
+    ControllerBuilder::new(
+        CONTROLLER,
+        Controller::new(api, wc).owns(roles_api, watcher::Config::default()),
+    )
+    .metrics(&metrics)
+    .run(term.token(), reconcile, Arc::new(Ctx { client }))
+    .await;
     Ok(())
 }
 
-fn error_policy(xrd: Arc<CompositeResourceDefinition>, e: &Error, ctx: Arc<Ctx>) -> Action {
-    if e.is_not_leader() {
-        return Action::await_change();
-    }
-    tracing::warn!(xrd = %xrd.name_any(), error = %e, "cannot apply XRD roles");
-    Action::requeue(ctx.backoff.fail(&xrd.name_any()))
-}
-
 async fn reconcile(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let recorder = ctx.recorder.clone();
-    recorder.time(reconcile_inner(xrd, ctx)).await
-}
-
-async fn reconcile_inner(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     if xrd.metadata.deletion_timestamp.is_some() {
         // The roles are owned by the XRD; the garbage collector removes them.
         return Ok(Action::await_change());
@@ -138,7 +116,6 @@ async fn reconcile_inner(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -
         let name = r.name_any();
         api.patch(&name, &pp, &Patch::Apply(&r)).await?;
     }
-    ctx.backoff.succeed(&xrd.name_any());
     Ok(Action::await_change())
 }
 

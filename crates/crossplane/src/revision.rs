@@ -18,13 +18,12 @@ use kube::api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Resource, ResourceExt};
+use manager::controller::ControllerBuilder;
 use manager::{BoxError, FencedClient, ReconcileMetrics, TermContext};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::backoff::Backoff;
 use crate::error::Error;
-use crate::metrics::Recorder;
 
 /// The controller's name and field manager.
 pub const CONTROLLER: &str = "apiextensions.crossplane.io/composition";
@@ -53,8 +52,6 @@ pub fn hash_label(hash: &str) -> &str {
 
 struct Ctx {
     client: FencedClient,
-    backoff: Backoff,
-    recorder: Recorder,
 }
 
 /// Runs the controller until the term ends. `selector` limits the Compositions watched (test isolation).
@@ -64,41 +61,23 @@ pub async fn run(
     metrics: ReconcileMetrics,
 ) -> Result<(), BoxError> {
     let client = ctx.client().clone();
-    let api: Api<Composition> = Api::all(client.unfenced().clone());
+    let api: Api<Composition> = Api::all(client.kube().clone());
     let mut wc = watcher::Config::default();
     if let Some(s) = &selector {
         wc = wc.labels(s);
     }
-    let revs: Api<CompositionRevision> = Api::all(client.unfenced().clone());
-    let state = Arc::new(Ctx {
-        client,
-        backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(60)),
-        recorder: Recorder::new(metrics, CONTROLLER),
-    });
-    let controller = Controller::new(api, wc).owns(revs, watcher::Config::default());
-    let store = controller.store();
-    let stream = controller
-        .graceful_shutdown_on(ctx.token().clone().cancelled_owned())
-        .run(reconcile, error_policy, state);
-    // Logs watch errors and stops at once if the term ends before the cache synced.
-    manager::controller::drive(CONTROLLER, ctx.token(), store, stream).await;
+    let revs: Api<CompositionRevision> = Api::all(client.kube().clone());
+    ControllerBuilder::new(
+        CONTROLLER,
+        Controller::new(api, wc).owns(revs, watcher::Config::default()),
+    )
+    .metrics(&metrics)
+    .run(ctx.token(), reconcile, Arc::new(Ctx { client }))
+    .await;
     Ok(())
 }
 
-fn error_policy(comp: Arc<Composition>, e: &Error, ctx: Arc<Ctx>) -> Action {
-    if e.is_not_leader() {
-        return Action::await_change();
-    }
-    tracing::warn!(composition = %comp.name_any(), error = %e, "cannot reconcile Composition");
-    Action::requeue(ctx.backoff.fail(&comp.name_any()))
-}
-
 async fn reconcile(comp: Arc<Composition>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let recorder = ctx.recorder.clone();
-    recorder.time(reconcile_inner(comp, ctx)).await
-}
-
-async fn reconcile_inner(comp: Arc<Composition>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let name = comp.name_any();
     if comp.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
@@ -139,7 +118,6 @@ async fn reconcile_inner(comp: Arc<Composition>, ctx: Arc<Ctx>) -> Result<Action
             api.patch(&rev.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
         }
-        ctx.backoff.succeed(&name);
         return Ok(Action::await_change());
     }
 
@@ -171,7 +149,6 @@ async fn reconcile_inner(comp: Arc<Composition>, ctx: Arc<Ctx>) -> Result<Action
         Err(e) => return Err(e.into()),
     }
     tracing::info!(composition = %name, revision = latest + 1, "created CompositionRevision");
-    ctx.backoff.succeed(&name);
     Ok(Action::await_change())
 }
 

@@ -18,7 +18,7 @@ use std::{io::Write, path::PathBuf, time::Duration};
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use election::{ElectorBuilder, Leadership};
+use election::{ElectorBuilder, Leadership, Timings, duration::parse_duration};
 use kube::{
     Client, Config,
     config::{KubeConfigOptions, Kubeconfig},
@@ -42,52 +42,17 @@ struct Args {
     #[arg(long)]
     identity: String,
     /// Lease duration.
-    #[arg(long, value_parser = parse_go_duration, default_value = "15s")]
+    #[arg(long, value_parser = parse_duration, default_value = "15s")]
     lease_duration: Duration,
     /// Renew deadline.
-    #[arg(long, value_parser = parse_go_duration, default_value = "10s")]
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
     renew_deadline: Duration,
     /// Retry period.
-    #[arg(long, value_parser = parse_go_duration, default_value = "2s")]
+    #[arg(long, value_parser = parse_duration, default_value = "2s")]
     retry_period: Duration,
     /// Release the Lease on SIGTERM/SIGINT.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     release_on_cancel: bool,
-}
-
-/// Parses a Go duration: a sequence of `<decimal><unit>` with units `ns us µs ms s m h`.
-fn parse_go_duration(s: &str) -> Result<Duration, String> {
-    let mut rest = s.trim();
-    if rest == "0" {
-        return Ok(Duration::ZERO);
-    }
-    let mut total = 0f64;
-    if rest.is_empty() {
-        return Err(format!("invalid duration {s:?}"));
-    }
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(|| format!("missing unit in duration {s:?}"))?;
-        let (num, tail) = rest.split_at(num_len);
-        let value: f64 = num.parse().map_err(|_| format!("invalid duration {s:?}"))?;
-        let unit_len = tail
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(tail.len());
-        let (unit, tail) = tail.split_at(unit_len);
-        let scale = match unit {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(format!("unknown unit {unit:?} in duration {s:?}")),
-        };
-        total += value * scale;
-        rest = tail;
-    }
-    Ok(Duration::from_secs_f64(total))
 }
 
 fn mono_ns() -> i64 {
@@ -131,9 +96,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     let client = client(&args).await?;
     let elector = ElectorBuilder::new(client, &args.namespace, &args.name, &args.identity)
-        .lease_duration(args.lease_duration)
-        .renew_deadline(args.renew_deadline)
-        .retry_period(args.retry_period)
+        .timings(Timings::new(
+            args.lease_duration,
+            args.renew_deadline,
+            args.retry_period,
+        ))
         .release_on_cancel(args.release_on_cancel)
         .build()?;
     let identity = args.identity.clone();

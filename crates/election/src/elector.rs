@@ -54,7 +54,7 @@ use tokio::{
 use tracing::Instrument;
 
 use crate::{
-    config::{ElectionConfig, validate},
+    config::ElectionConfig,
     error::Error,
     events::{Events, LeaderEvent},
     expiry::{Decision, Observer},
@@ -108,7 +108,6 @@ impl Elector {
     /// work has stopped: the lock may be released right after. Returns `Err` only when the election
     /// cannot continue at all; API failures are retried.
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), Error> {
-        validate(&self.config)?;
         let span = tracing::info_span!(
             "leader_election",
             identity = %self.config.identity,
@@ -202,7 +201,7 @@ impl Runner {
                 )
             })
             .collect();
-        let events = Events::new(client, &config.identity, config.request_timeout());
+        let events = Events::new(client, &config.identity, config.timings.request_timeout());
         metrics.set_leading(&config.name, false);
         Self {
             config,
@@ -262,7 +261,7 @@ impl Runner {
     fn follower_wake(&self, now: Instant) -> Instant {
         let at = match self
             .observer
-            .decide(self.identity(), self.config.lease_duration, now)
+            .decide(self.identity(), self.config.timings.lease_duration, now)
         {
             Decision::Refresh | Decision::Acquire => now,
             Decision::WaitUntil(at) => at,
@@ -271,10 +270,11 @@ impl Runner {
     }
 
     async fn follower_turn(&mut self) {
-        match self
-            .observer
-            .decide(self.identity(), self.config.lease_duration, Instant::now())
-        {
+        match self.observer.decide(
+            self.identity(),
+            self.config.timings.lease_duration,
+            Instant::now(),
+        ) {
             Decision::WaitUntil(_) => {}
             Decision::Refresh => match self.lock.refresh().await {
                 Ok(()) => {
@@ -296,7 +296,7 @@ impl Runner {
         let record = LeaderRecord::claim(
             observed.as_ref(),
             &self.config.identity,
-            self.config.lease_duration_seconds(),
+            self.config.timings.lease_duration_seconds(),
             Timestamp::now(),
         );
         let sent = Instant::now();
@@ -319,7 +319,7 @@ impl Runner {
 
     fn become_leader(&mut self, sent: Instant, record: LeaderRecord) {
         let transitions = record.transitions;
-        let control = GuardControl::new(sent, self.config.renew_deadline);
+        let control = GuardControl::new(sent, self.config.timings.renew_deadline);
         if Instant::now() >= control.deadline() {
             tracing::warn!("acquired the lock too slowly to lead (renew deadline already passed); retrying");
             return;
@@ -327,7 +327,7 @@ impl Runner {
         let term = Term::new(control.guard(), transitions, sent);
         self.role = Role::Leading(Leading {
             control,
-            next_renew: Instant::now() + self.config.retry_period,
+            next_renew: Instant::now() + self.config.timings.retry_period,
             record,
         });
         self.metrics.set_leading(&self.config.name, true);
@@ -351,11 +351,12 @@ impl Runner {
         let delay = if e.is_forbidden() {
             let exp = self.failures.saturating_sub(1).min(16);
             self.config
+                .timings
                 .retry_period
                 .saturating_mul(1 << exp)
                 .min(FORBIDDEN_BACKOFF_MAX)
         } else {
-            jittered(self.config.retry_period)
+            jittered(self.config.timings.retry_period)
         };
         self.not_before = Some(Instant::now() + delay);
         if e.is_forbidden() || e.is_unreachable() {
@@ -390,7 +391,7 @@ impl Runner {
             Some(Renewal::Renewed(sent, record)) => {
                 if let Role::Leading(l) = &mut self.role {
                     l.control.renewed(sent);
-                    l.next_renew = Instant::now() + self.config.retry_period;
+                    l.next_renew = Instant::now() + self.config.timings.retry_period;
                     l.record = record;
                 }
             }
@@ -401,7 +402,7 @@ impl Runner {
                     tracing::warn!(error = %e, "failed to renew the lease; retrying until the renew deadline");
                 }
                 if let Role::Leading(l) = &mut self.role {
-                    l.next_renew = Instant::now() + self.config.retry_period;
+                    l.next_renew = Instant::now() + self.config.timings.retry_period;
                 }
             }
         }
@@ -430,7 +431,7 @@ impl Runner {
     }
 
     async fn renew_once(&mut self) -> Renewal {
-        let lease_secs = self.config.lease_duration_seconds();
+        let lease_secs = self.config.timings.lease_duration_seconds();
         let base = match self.renew_base() {
             Ok(r) => r,
             Err(why) => return Renewal::Lost(why),
@@ -562,7 +563,7 @@ impl Runner {
         self.metrics.set_leading(&self.config.name, false);
         self.tx.send_replace(Leadership::Following { leader: None });
         if self.config.release_on_cancel {
-            let budget = self.config.renew_deadline;
+            let budget = self.config.timings.renew_deadline;
             if tokio::time::timeout(budget, self.release()).await.is_err() {
                 tracing::warn!(budget = ?budget, "releasing the lock took too long; it will expire instead");
             }
@@ -571,7 +572,7 @@ impl Runner {
         let posted = self
             .events
             .post(LeaderEvent::StoppedLeading, self.lock.object_refs());
-        let _ = tokio::time::timeout(self.config.request_timeout(), posted).await;
+        let _ = tokio::time::timeout(self.config.timings.request_timeout(), posted).await;
     }
 
     async fn release(&mut self) {

@@ -8,10 +8,23 @@
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The configuration is invalid (only possible for configs not built by [`ElectorBuilder`](crate::ElectorBuilder)).
-    #[error("invalid leader election config: {0}")]
-    Config(#[from] crate::ConfigError),
     /// The task that watches the lock ended; this is a bug in the election crate.
     #[error("the lock watch task ended unexpectedly; this is a bug in the election crate, please report it")]
     WatchEnded,
+}
+
+/// An error and its sources, `a: b: c`, skipping a source whose text is already shown. Every log line
+/// of this crate and of the manager that prints an error prints it this way.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut current = e.source();
+    while let Some(err) = current {
+        let text = err.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        current = err.source();
+    }
+    out
 }

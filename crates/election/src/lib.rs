@@ -6,11 +6,11 @@
 //! ```no_run
 //! # async fn demo(client: kube::Client, registry: prometheus::Registry) -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
-//! use election::{ElectorBuilder, Leadership};
+//! use election::{ElectorBuilder, Leadership, Timings};
 //!
+//! let timings = Timings::new(Duration::from_secs(60), Duration::from_secs(50), Duration::from_secs(2));
 //! let elector = ElectorBuilder::new(client, "crossplane-system", "crossplane-leader-election-core", "pod-a")
-//!     .lease_duration(Duration::from_secs(60))
-//!     .renew_deadline(Duration::from_secs(50))
+//!     .timings(timings)
 //!     .metrics(&registry)
 //!     .build()?;
 //! let mut leadership = elector.leadership();
@@ -117,6 +117,7 @@
 
 pub mod admission;
 mod config;
+pub mod duration;
 mod elector;
 mod error;
 mod events;
@@ -127,11 +128,15 @@ mod lock;
 mod metrics;
 mod microtime;
 mod record;
+mod timings;
 mod watch;
 
-pub use config::{ConfigError, ElectionConfig, ElectorBuilder, LockKind, MAX_LEASE_DURATION};
+pub use config::{ConfigError, ElectionConfig, ElectorBuilder, LockKind};
 pub use elector::Elector;
-pub use error::Error;
+pub use error::{Error, error_chain};
 pub use guard::{Guard, LapseReason, TermLapsed};
 pub use leadership::{Leadership, Term};
 pub use record::UNKNOWN_LEADER;
+#[cfg(feature = "clap")]
+pub use timings::TimingFlags;
+pub use timings::{JITTER_FACTOR, MAX_LEASE_DURATION, Timings};

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use crate::config::MAX_LEASE_DURATION;
+use crate::timings::MAX_LEASE_DURATION;
 
 /// client-go's `UnknownLeader`: the holder reported when a MultiLock's two records disagree, and the
 /// holder this crate reports for an unreadable ConfigMap record.

@@ -153,7 +153,7 @@ fn log_error(e: &watcher::Error, which: Which, namespace: &str, name: &str, retr
             "cannot reach the Kubernetes API server to {verb} {resource} {namespace}/{name}: {}; check the \
              server address and credentials in the kubeconfig, and that the apiserver is running and \
              reachable from here; retrying with backoff",
-            crate::lock::error_chain(k),
+            crate::error::error_chain(k),
         );
     } else {
         tracing::warn!(error = %e, resource, namespace, name, retry_in = ?retry_in, "lock watch failed; re-listing");

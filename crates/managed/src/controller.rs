@@ -21,14 +21,15 @@ use kube::runtime::controller::{Action, Config};
 use kube::runtime::reflector;
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
+use manager::controller::{ControllerBuilder, ReconcileError};
 use manager::{Manager, ReconcileMetrics, ReconcileResult, TermContext};
 
-use crate::backoff::ItemBackoff;
 use crate::events::Recorder;
 use crate::external::ExternalConnector;
 use crate::options::Options;
 use crate::reconciler::{self, Requeue, Shared};
 use crate::resource::Managed;
+use manager::backoff::Backoff;
 
 /// The controller failed outside any single reconcile.
 #[derive(Debug, thiserror::Error)]
@@ -42,6 +43,12 @@ pub enum ControllerError {
 #[derive(Debug, thiserror::Error)]
 #[error("unreachable")]
 pub(crate) struct Never;
+
+impl ReconcileError for Never {
+    fn is_not_leader(&self) -> bool {
+        false
+    }
+}
 
 /// The managed reconciler for kind `K`, driven by connector `C`.
 pub struct ManagedController<K, C> {
@@ -131,11 +138,11 @@ where
             options: opts.clone(),
             client: ctx.client().clone(),
             recorder: Recorder::new(self.name.clone(), ctx.term().identity.clone()),
-            backoff: ItemBackoff::new(opts.backoff.0, opts.backoff.1),
+            backoff: Backoff::new(opts.backoff.0, opts.backoff.1),
             metrics,
             name: self.name.clone(),
         });
-        let api: Api<K> = Api::all(ctx.client().unfenced().clone());
+        let api: Api<K> = Api::all(ctx.client().kube().clone());
         let (reader, writer) = reflector::store();
         let mut wc = watcher::Config::default().any_semantic();
         if let Some(selector) = &opts.label_selector {
@@ -151,18 +158,12 @@ where
         if let Some(every) = opts.sync_interval.filter(|d| !d.is_zero()) {
             controller = controller.reconcile_all_on(ticks(every));
         }
-        let token = ctx.token().clone();
-        let store = controller.store();
         tracing::info!(controller = %self.name, "starting");
-        let stream = controller
-            .graceful_shutdown_on(token.clone().cancelled_owned())
-            .run(
-                reconcile_one::<K, C>,
-                |_, _: &Never, _| Action::requeue(Duration::from_secs(1)),
-                shared,
-            );
-        // Logs watch errors (a missing CRD, RBAC) and stops at once if the term ends before the cache synced.
-        manager::controller::drive(&self.name, &token, store, stream).await;
+        // Reconciles report their own outcome (events, conditions, metrics by requeue kind) and back off by
+        // their own verdict, so the builder only wires, shuts down and reports watch errors here.
+        ControllerBuilder::new(self.name.clone(), controller)
+            .run(ctx.token(), reconcile_one::<K, C>, shared)
+            .await;
         tracing::info!(controller = %self.name, "stopped");
         Ok(())
     }
@@ -202,18 +203,18 @@ where
     let requeue = reconciler::reconcile(&shared, (*obj).clone()).await;
     let (action, result) = match requeue {
         Requeue::After(d) => {
-            shared.backoff.forget(&key);
+            shared.backoff.succeed(&key);
             (Action::requeue(d), ReconcileResult::RequeueAfter)
         }
         Requeue::Immediately => {
-            shared.backoff.forget(&key);
+            shared.backoff.succeed(&key);
             (Action::requeue(Duration::ZERO), ReconcileResult::Requeue)
         }
         Requeue::Never => {
-            shared.backoff.forget(&key);
+            shared.backoff.succeed(&key);
             (Action::await_change(), ReconcileResult::Success)
         }
-        Requeue::Backoff => (Action::requeue(shared.backoff.next(&key)), ReconcileResult::Error),
+        Requeue::Backoff => (Action::requeue(shared.backoff.fail(&key)), ReconcileResult::Error),
     };
     timer.finish(result);
     Ok(action)

@@ -100,7 +100,10 @@ impl From<FencedError> for ExternalError {
 
 impl From<kube::Error> for ExternalError {
     fn from(e: kube::Error) -> Self {
-        Self::new(e.to_string())
+        Self {
+            not_leader: manager::refusal(&e).is_some(),
+            message: e.to_string(),
+        }
     }
 }
 

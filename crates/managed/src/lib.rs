@@ -13,13 +13,14 @@
 //! update → poll. The decisions are pure functions in [`decision`]; `Ready=True` is the provider's to set
 //! in `observe`, the runtime sets only `Creating` and `Deleting`.
 //!
-//! Modules, one concept each: [`resource`] (the kind), [`external`] (the provider's side), [`decision`],
+//! Modules, one concept each: [`provider`] (a provider's descriptor and its one list of kinds),
+//! [`resource`] (the kind, [`impl_managed!`] and [`managed_kind!`]), [`external`] (the provider's side), [`decision`],
 //! [`meta`] (annotation and finalizer rules), [`reconciler`], [`controller`] (watch, predicate, queue),
 //! [`connection`] (connection secrets), [`events`], [`usage`] and [`providerconfig`] (usage tracking and
-//! deletion protection), [`groups`] (a provider's cluster-scoped and namespaced API groups), [`backoff`], [`ratelimit`], [`poll`], [`options`] and [`cli`].
+//! deletion protection), [`groups`] (a provider's cluster-scoped and namespaced API groups), [`ratelimit`], [`options`] and
+//! [`cli`]. Backoff and poll jitter are the manager's ([`manager::backoff`]).
 #![forbid(unsafe_code)]
 
-pub mod backoff;
 pub mod cli;
 pub mod config_ref;
 pub mod connection;
@@ -30,7 +31,7 @@ pub mod external;
 pub mod groups;
 pub mod meta;
 pub mod options;
-pub mod poll;
+pub mod provider;
 pub mod providerconfig;
 pub mod ratelimit;
 pub mod rbac;

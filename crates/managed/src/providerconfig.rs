@@ -15,6 +15,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Resource, ResourceExt};
+use manager::controller::{ControllerBuilder, ReconcileError};
 use manager::{FencedClient, FencedError, Manager, TermContext};
 use serde_json::json;
 
@@ -49,6 +50,15 @@ pub enum ProviderConfigError {
     /// A write failed.
     #[error("cannot update ProviderConfig: {0}")]
     Write(#[source] FencedError),
+}
+
+impl ReconcileError for ProviderConfigError {
+    fn is_not_leader(&self) -> bool {
+        match self {
+            Self::List(e) => manager::refusal(e).is_some(),
+            Self::Write(e) => e.is_not_leader(),
+        }
+    }
 }
 
 struct Ctx {
@@ -91,7 +101,7 @@ impl ProviderConfigController {
 
     /// Runs for one term.
     pub async fn run(self, ctx: TermContext) -> Result<(), ProviderConfigError> {
-        let client = ctx.client().unfenced().clone();
+        let client = ctx.client().kube().clone();
         let kind = self.kind.clone();
         let configs: Api<DynamicObject> = Api::all_with(client.clone(), &kind.config);
         let usages: Api<DynamicObject> = Api::all_with(client, &kind.usage);
@@ -110,19 +120,9 @@ impl ProviderConfigController {
         .watches_with(usages, kind.usage.clone(), watcher::Config::default(), move |u| {
             usage_owner(&mapper_kind, &u)
         });
-        let store = controller.store();
-        let stream = controller
-            .graceful_shutdown_on(token.clone().cancelled_owned())
-            .run(
-                reconcile,
-                |_, e: &ProviderConfigError, _| {
-                    tracing::warn!(error = %e, "providerconfig reconcile failed");
-                    Action::requeue(Duration::from_secs(5))
-                },
-                shared,
-            );
-        // Logs watch errors and stops at once if the term ends before the cache synced.
-        manager::controller::drive(&self.name, &token, store, stream).await;
+        ControllerBuilder::new(self.name.clone(), controller)
+            .run(&token, reconcile, shared)
+            .await;
         Ok(())
     }
 }
@@ -143,7 +143,7 @@ fn usage_owner(kind: &ProviderConfigKind, usage: &DynamicObject) -> Option<Objec
 }
 
 fn config_api(ctx: &Ctx, ns: Option<&str>) -> Api<DynamicObject> {
-    let client = ctx.client.unfenced().clone();
+    let client = ctx.client.kube().clone();
     match ns {
         Some(ns) if ctx.kind.config_namespaced => Api::namespaced_with(client, ns, &ctx.kind.config),
         _ => Api::all_with(client, &ctx.kind.config),
@@ -160,7 +160,7 @@ async fn reconcile(pc: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Prov
     if ctx.kind.kind_label {
         selector.push_str(&format!(",{LABEL_PROVIDER_CONFIG_KIND}={}", ctx.kind.config.kind));
     }
-    let usage_client = ctx.client.unfenced().clone();
+    let usage_client = ctx.client.kube().clone();
     let usages: Api<DynamicObject> = match ns.as_deref() {
         Some(ns) if ctx.kind.config_namespaced && ctx.kind.usage_namespaced => {
             Api::namespaced_with(usage_client, ns, &ctx.kind.usage)
@@ -177,8 +177,8 @@ async fn reconcile(pc: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Prov
             users += 1;
         } else {
             let api: Api<DynamicObject> = match u.namespace() {
-                Some(uns) => Api::namespaced_with(ctx.client.unfenced().clone(), &uns, &ctx.kind.usage),
-                None => Api::all_with(ctx.client.unfenced().clone(), &ctx.kind.usage),
+                Some(uns) => Api::namespaced_with(ctx.client.kube().clone(), &uns, &ctx.kind.usage),
+                None => Api::all_with(ctx.client.kube().clone(), &ctx.kind.usage),
             };
             if let Err(e) = ctx
                 .client

@@ -20,15 +20,14 @@ use kube::api::{Patch, PatchParams, PostParams};
 use manager::{FencedClient, FencedError, ReconcileMetrics};
 use serde_json::{Value, json};
 
-use crate::backoff::ItemBackoff;
 use crate::connection;
 use crate::decision::{self, After, Before, Facts};
 use crate::events::{EventType, Recorder, reason};
 use crate::external::{ConnectionDetails, ExternalClient, ExternalConnector, ExternalError};
 use crate::meta;
 use crate::options::Options;
-use crate::poll::jittered;
 use crate::resource::Managed;
+use manager::backoff::{Backoff, jittered};
 
 /// What the controller does after a reconcile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,7 +72,7 @@ pub(crate) struct Shared<C> {
     pub options: Options,
     pub client: FencedClient,
     pub recorder: Recorder,
-    pub backoff: ItemBackoff,
+    pub backoff: Backoff,
     pub metrics: ReconcileMetrics,
     pub name: String,
 }
@@ -151,7 +150,7 @@ where
     }
 
     fn api(&self) -> manager::FencedApi<K> {
-        let client = self.shared.client.unfenced().clone();
+        let client = self.shared.client.kube().clone();
         self.shared
             .client
             .wrap(K::api(client, self.mr.meta().namespace.as_deref()))
@@ -582,3 +581,6 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

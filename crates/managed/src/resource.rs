@@ -67,3 +67,62 @@ macro_rules! impl_managed {
         }
     };
 }
+
+/// Declares a managed kind: its `CustomResource` spec struct (the shared managed-resource fields, flattened,
+/// and `forProvider`), with the categories and printer columns every Crossplane managed kind has, and its
+/// [`Managed`] impl. The provider needs `kube`, `serde` and `schemars` as dependencies.
+///
+/// ```ignore
+/// managed::managed_kind!(cluster Role: "postgresql.sql.crossplane.io", "v1alpha1", "Role", "roles", "sql",
+///     "A PostgreSQL Role.", RoleSpec(RoleParameters), "RoleStatus");
+/// ```
+///
+/// `cluster` kinds flatten [`apis::ResourceSpec`], `namespaced` ones [`apis::ManagedResourceSpec`]. The
+/// status struct must flatten a `resource_status` ([`apis::ResourceStatus`]).
+#[macro_export]
+macro_rules! managed_kind {
+    (cluster $ty:ident: $group:literal, $version:literal, $kind:literal, $plural:literal, $category:literal, $doc:literal, $spec:ident($params:ty), $status:literal) => {
+        $crate::managed_kind!(@define [] cluster $ty, ResourceSpec, $group, $version, $kind, $plural, $category, $doc, $spec($params), $status);
+    };
+    (namespaced $ty:ident: $group:literal, $version:literal, $kind:literal, $plural:literal, $category:literal, $doc:literal, $spec:ident($params:ty), $status:literal) => {
+        $crate::managed_kind!(@define [namespaced,] namespaced $ty, ManagedResourceSpec, $group, $version, $kind, $plural, $category, $doc, $spec($params), $status);
+    };
+    (@define [$($scope:tt)*] $impl_scope:ident $ty:ident, $resource_spec:ident, $group:literal, $version:literal, $kind:literal, $plural:literal, $category:literal, $doc:literal, $spec:ident($params:ty), $status:literal) => {
+        #[doc = $doc]
+        #[derive(
+            ::kube::CustomResource,
+            Debug,
+            Clone,
+            PartialEq,
+            ::serde::Serialize,
+            ::serde::Deserialize,
+            ::schemars::JsonSchema
+        )]
+        #[kube(
+            group = $group,
+            version = $version,
+            kind = $kind,
+            plural = $plural,
+            $($scope)*
+            status = $status,
+            category = "crossplane",
+            category = "managed",
+            category = $category,
+            printcolumn = r#"{"name":"READY","type":"string","jsonPath":".status.conditions[?(@.type=='Ready')].status"}"#,
+            printcolumn = r#"{"name":"SYNCED","type":"string","jsonPath":".status.conditions[?(@.type=='Synced')].status"}"#,
+            printcolumn = r#"{"name":"EXTERNAL-NAME","type":"string","jsonPath":".metadata.annotations.crossplane\\.io/external-name"}"#,
+            printcolumn = r#"{"name":"AGE","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+        )]
+        #[serde(rename_all = "camelCase")]
+        pub struct $spec {
+            /// The shared managed-resource fields.
+            #[serde(flatten)]
+            pub resource_spec: $crate::apis::$resource_spec,
+            /// The desired state.
+            #[serde(default)]
+            pub for_provider: $params,
+        }
+
+        $crate::impl_managed!($impl_scope $ty);
+    };
+}

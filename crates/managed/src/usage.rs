@@ -122,9 +122,9 @@ impl UsageTracker {
         });
         let api = match &namespace {
             Some(ns) => {
-                kube::Api::<DynamicObject>::namespaced_with(client.unfenced().clone(), ns, &self.resource)
+                kube::Api::<DynamicObject>::namespaced_with(client.kube().clone(), ns, &self.resource)
             }
-            None => kube::Api::<DynamicObject>::all_with(client.unfenced().clone(), &self.resource),
+            None => kube::Api::<DynamicObject>::all_with(client.kube().clone(), &self.resource),
         };
         client
             .wrap(api)

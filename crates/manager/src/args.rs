@@ -1,5 +1,8 @@
 //! The command-line flags every binary flattens into its own clap parser.
 //!
+//! The timing flags are the election crate's [`TimingFlags`], flattened: their names, parser, rules and
+//! client-go defaults have one owner there.
+//!
 //! Flags whose default differs per binary (the Lease ID and the timings) are `Option`s here; the binary's
 //! [`Defaults`](crate::Defaults) fill them in [`Args::resolve`]. [`Defaults::apply_to`](crate::Defaults::apply_to) also writes those
 //! defaults into the `--help` text.
@@ -12,6 +15,7 @@ use clap::{ArgAction, ValueEnum};
 
 use crate::bind::BindAddress;
 use crate::duration::parse_duration;
+use election::TimingFlags;
 
 /// The manager's flags. Flatten them into a binary's parser with `#[command(flatten)]`.
 #[derive(Debug, Clone, clap::Args)]
@@ -46,17 +50,9 @@ pub struct Args {
     #[arg(long, env = "POD_NAME")]
     pub leader_election_identity: Option<String>,
 
-    /// How long standbys wait after the last observed renewal before taking over (e.g. 15s).
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
-    pub lease_duration: Option<Duration>,
-
-    /// How long the leader keeps its term without a successful renewal (e.g. 10s).
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
-    pub renew_deadline: Option<Duration>,
-
-    /// Time between election attempts (e.g. 2s).
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
-    pub retry_period: Option<Duration>,
+    /// `--lease-duration`, `--renew-deadline`, `--retry-period`: the election crate's flags.
+    #[command(flatten)]
+    pub timings: TimingFlags,
 
     /// Release the Lease on shutdown, after all leader work has stopped, so a standby takes over at once.
     #[arg(

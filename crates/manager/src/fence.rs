@@ -87,8 +87,8 @@ impl Fence {
         self.check().is_ok()
     }
 
-    /// Ends the term for writes now; the first reason sticks.
-    pub(crate) fn revoke(&self, reason: &'static str) {
+    /// Ends the term for writes now; the first reason sticks. The manager calls it when a term ends.
+    pub fn revoke(&self, reason: &'static str) {
         let _ = self.inner.revoked.set((Instant::now(), reason));
     }
 

@@ -1,13 +1,13 @@
-//! The self-fencing client handed to leader-gated work.
+//! The typed face of the term's client: [`FencedClient`] and [`FencedApi`].
 //!
-//! [`FencedClient`] and [`FencedApi`] check the term's [`Fence`] before **every** write (create, replace,
-//! patch, delete, delete-collection and the subresource variants) and refuse with
-//! [`FencedError::NotLeader`] once the term has ended. Reads go straight through. The check is made just
-//! before the request is sent; a request already sent when the term ends is what the Lease's safety margin
-//! (`lease − renew`) is there to cover.
+//! Writes are fenced in **one** place: the [`FenceLayer`](crate::gate::FenceLayer) in the client's
+//! tower stack, which refuses a write once the term has ended, as the request is handed to the
+//! transport. These types add no check of their own; they only tell a refusal apart from an apiserver
+//! error ([`FencedError::NotLeader`]) so callers can stop quietly. A request already sent when the term
+//! ends is what the Lease's stop margin (`lease − renew`) is there to cover.
 //!
-//! Watches and caches need a plain [`kube::Client`] or [`kube::Api`]; [`FencedClient::unfenced`] and
-//! [`FencedApi::unfenced`] give them out. Never write through those.
+//! [`FencedClient::kube`] is the same client as a plain [`kube::Client`], for watches, caches, kube's
+//! own event recorder and any API this module has no method for: its writes are fenced just the same.
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -22,8 +22,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::fence::{Fence, NotLeader};
+use crate::gate::{fence_client, refusal};
 
-/// The error of a fenced call.
+/// The error of a call through the term's client.
 #[derive(Debug, thiserror::Error)]
 pub enum FencedError {
     /// The write was refused: this replica's term has ended. Nothing was sent.
@@ -31,7 +32,17 @@ pub enum FencedError {
     NotLeader(#[from] NotLeader),
     /// The apiserver (or the transport) failed the request.
     #[error(transparent)]
-    Kube(#[from] kube::Error),
+    Kube(kube::Error),
+}
+
+impl From<kube::Error> for FencedError {
+    /// A refusal by the fence layer becomes [`FencedError::NotLeader`]; anything else stays a kube error.
+    fn from(e: kube::Error) -> Self {
+        match refusal(&e) {
+            Some(refused) => Self::NotLeader(refused.clone()),
+            None => Self::Kube(e),
+        }
+    }
 }
 
 impl FencedError {
@@ -41,7 +52,7 @@ impl FencedError {
     }
 }
 
-/// A [`kube::Client`] whose writes are fenced by the term. Cheap to clone.
+/// A [`kube::Client`] whose writes pass the term's fence layer. Cheap to clone.
 #[derive(Clone)]
 pub struct FencedClient {
     client: Client,
@@ -49,8 +60,15 @@ pub struct FencedClient {
 }
 
 impl FencedClient {
-    /// Fences `client` with `fence`.
+    /// Fences `client` (for example one for another cluster) with `fence`: its requests pass a
+    /// [`FenceLayer`](crate::gate::FenceLayer) first.
     pub fn new(client: Client, fence: Fence) -> Self {
+        let client = fence_client(client, &fence);
+        Self { client, fence }
+    }
+
+    /// A client whose stack already holds the fence layer (the term's client).
+    pub(crate) fn layered(client: Client, fence: Fence) -> Self {
         Self { client, fence }
     }
 
@@ -59,13 +77,14 @@ impl FencedClient {
         &self.fence
     }
 
-    /// `Ok` while leader-only writes are allowed.
+    /// `Ok` while leader-only writes are allowed: for work that writes somewhere else than the
+    /// apiserver (an external system), or that should not start once the term is over.
     pub fn check(&self) -> Result<(), NotLeader> {
         self.fence.check()
     }
 
-    /// The underlying client, for watches, caches and reads. Writes through it bypass the fence.
-    pub fn unfenced(&self) -> &Client {
+    /// The same client as a plain [`kube::Client`], for watches, caches and reads. Its writes are fenced.
+    pub fn kube(&self) -> &Client {
         &self.client
     }
 
@@ -95,22 +114,16 @@ impl FencedClient {
         }
     }
 
-    /// A raw request, fenced unless its method is `GET`, `HEAD` or `OPTIONS`.
+    /// A raw request; a write is fenced like any other.
     pub async fn request<T>(&self, request: http::Request<Vec<u8>>) -> Result<T, FencedError>
     where
         T: DeserializeOwned,
     {
-        if !matches!(
-            *request.method(),
-            http::Method::GET | http::Method::HEAD | http::Method::OPTIONS
-        ) {
-            self.fence.check()?;
-        }
         Ok(self.client.request(request).await?)
     }
 }
 
-/// A [`kube::Api`] whose writes are fenced by the term. Cheap to clone.
+/// A [`kube::Api`] over the term's client, whose errors tell a refusal by the fence apart. Cheap to clone.
 #[derive(Clone)]
 pub struct FencedApi<K> {
     api: Api<K>,
@@ -118,11 +131,6 @@ pub struct FencedApi<K> {
 }
 
 impl<K> FencedApi<K> {
-    /// The underlying API, for watches and reads. Writes through it bypass the fence.
-    pub fn unfenced(&self) -> &Api<K> {
-        &self.api
-    }
-
     /// The fence (and through it the term's guard).
     pub fn fence(&self) -> &Fence {
         &self.fence
@@ -133,14 +141,13 @@ impl<K> FencedApi<K>
 where
     K: Clone + DeserializeOwned + Debug,
 {
-    /// Runs any other write after the fence check, e.g. a subresource this type has no method for:
+    /// Runs any other write, e.g. a subresource this type has no method for:
     /// `api.write(|a| async move { a.evict(name, &params).await }).await`.
     pub async fn write<T, F, Fut>(&self, f: F) -> Result<T, FencedError>
     where
         F: FnOnce(Api<K>) -> Fut,
         Fut: Future<Output = kube::Result<T>>,
     {
-        self.fence.check()?;
         Ok(f(self.api.clone()).await?)
     }
 
@@ -174,83 +181,75 @@ where
         self.api.get_status(name).await
     }
 
-    /// Creates an object (fenced).
+    /// Creates an object (fenced by the layer).
     pub async fn create(&self, pp: &PostParams, data: &K) -> Result<K, FencedError>
     where
         K: Serialize,
     {
-        self.fence.check()?;
         Ok(self.api.create(pp, data).await?)
     }
 
-    /// Replaces an object (fenced).
+    /// Replaces an object (fenced by the layer).
     pub async fn replace(&self, name: &str, pp: &PostParams, data: &K) -> Result<K, FencedError>
     where
         K: Serialize,
     {
-        self.fence.check()?;
         Ok(self.api.replace(name, pp, data).await?)
     }
 
-    /// Patches an object (fenced).
+    /// Patches an object (fenced by the layer).
     pub async fn patch<P: Serialize + Debug>(
         &self,
         name: &str,
         pp: &PatchParams,
         patch: &Patch<P>,
     ) -> Result<K, FencedError> {
-        self.fence.check()?;
         Ok(self.api.patch(name, pp, patch).await?)
     }
 
-    /// Patches an object's metadata (fenced).
+    /// Patches an object's metadata (fenced by the layer).
     pub async fn patch_metadata<P: Serialize + Debug>(
         &self,
         name: &str,
         pp: &PatchParams,
         patch: &Patch<P>,
     ) -> Result<PartialObjectMeta<K>, FencedError> {
-        self.fence.check()?;
         Ok(self.api.patch_metadata(name, pp, patch).await?)
     }
 
-    /// Deletes an object (fenced).
+    /// Deletes an object (fenced by the layer).
     pub async fn delete(&self, name: &str, dp: &DeleteParams) -> Result<Either<K, Status>, FencedError> {
-        self.fence.check()?;
         Ok(self.api.delete(name, dp).await?)
     }
 
-    /// Deletes a collection of objects (fenced).
+    /// Deletes a collection of objects (fenced by the layer).
     pub async fn delete_collection(
         &self,
         dp: &DeleteParams,
         lp: &ListParams,
     ) -> Result<Either<ObjectList<K>, Status>, FencedError> {
-        self.fence.check()?;
         Ok(self.api.delete_collection(dp, lp).await?)
     }
 
-    /// Patches the status subresource (fenced).
+    /// Patches the status subresource (fenced by the layer).
     pub async fn patch_status<P: Serialize + Debug>(
         &self,
         name: &str,
         pp: &PatchParams,
         patch: &Patch<P>,
     ) -> Result<K, FencedError> {
-        self.fence.check()?;
         Ok(self.api.patch_status(name, pp, patch).await?)
     }
 
-    /// Replaces the status subresource (fenced).
+    /// Replaces the status subresource (fenced by the layer).
     pub async fn replace_status(&self, name: &str, pp: &PostParams, data: &K) -> Result<K, FencedError>
     where
         K: Serialize,
     {
-        self.fence.check()?;
         Ok(self.api.replace_status(name, pp, data).await?)
     }
 
-    /// Creates an instance of a subresource (fenced).
+    /// Creates an instance of a subresource (fenced by the layer).
     pub async fn create_subresource<I, T>(
         &self,
         subresource: &str,
@@ -262,11 +261,10 @@ where
         I: Serialize,
         T: DeserializeOwned,
     {
-        self.fence.check()?;
         Ok(self.api.create_subresource(subresource, name, pp, data).await?)
     }
 
-    /// Patches a subresource (fenced).
+    /// Patches a subresource (fenced by the layer).
     pub async fn patch_subresource<P: Serialize + Debug>(
         &self,
         subresource: &str,
@@ -274,11 +272,10 @@ where
         pp: &PatchParams,
         patch: &Patch<P>,
     ) -> Result<K, FencedError> {
-        self.fence.check()?;
         Ok(self.api.patch_subresource(subresource, name, pp, patch).await?)
     }
 
-    /// Replaces a subresource (fenced).
+    /// Replaces a subresource (fenced by the layer).
     pub async fn replace_subresource<I>(
         &self,
         subresource: &str,
@@ -289,7 +286,6 @@ where
     where
         I: Serialize,
     {
-        self.fence.check()?;
         Ok(self.api.replace_subresource(subresource, name, pp, data).await?)
     }
 }
@@ -300,7 +296,7 @@ mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;
 
     /// A client pointing at a port nothing listens on: any request that is actually sent fails with a
-    /// transport error, so a `NotLeader` proves the fence stopped the write before sending.
+    /// transport error, so a `NotLeader` proves the fence layer stopped the write before sending.
     fn dead_client() -> Client {
         let uri: http::Uri = "http://127.0.0.1:9".parse().expect("uri");
         let config = kube::Config::new(uri);

@@ -33,8 +33,10 @@
 //! The smallest complete user is the `configmap-counter` binary in this crate (`src/bin`).
 //!
 //! Modules, one concept each: [`args`] (flags), [`settings`] (defaults and validation), [`logging`],
-//! [`client`] (the two clients and the user agent), [`controller`] (driving a kube-runtime controller
-//! for one term), [`fence`] and [`fenced`] (self-fencing),
+//! [`client`] (the two clients and the user agent), [`controller`] (a kube-runtime controller for
+//! one term: wiring, metrics, backoff, error reporting), [`backoff`] (per-object backoff and jitter), [`gate`] (the fence layer in the client: the one place writes are fenced), [`fence`]
+//! (what the layer checks: the term's guard and the manager's revocation), [`fenced`] (the typed face of
+//! the term's client),
 //! [`term`] (what gated work receives), [`runnable`] (always-runnables), [`readiness`], [`health`],
 //! [`metrics`], [`admin`] (the HTTP endpoints), and the crate-private supervisor, task group and signal
 //! handling. Why gating works as it does is in the supervisor's docs, repeated on [`Manager::run`].
@@ -42,11 +44,11 @@
 
 pub mod admin;
 pub mod args;
+pub mod backoff;
 pub mod bind;
 pub mod client;
 pub mod compat;
 pub mod controller;
-pub mod duration;
 mod error;
 pub mod fence;
 pub mod fenced;
@@ -68,16 +70,20 @@ pub use admin::Endpoints;
 pub use args::{Args, LogFormat, OnLostLeadership};
 pub use bind::BindAddress;
 pub use client::{BinaryInfo, Clients};
+pub use election::Timings;
 pub use error::Error;
 pub use fence::{Fence, NotLeader};
 pub use fenced::{FencedApi, FencedClient, FencedError};
+pub use gate::{FenceLayer, fence_client, refusal};
 pub use manager::{Manager, ManagerBuilder};
 pub use metrics::{Metrics, ReconcileMetrics, ReconcileResult};
 pub use readiness::ReadyHandle;
 pub use runnable::AlwaysContext;
-pub use settings::{Defaults, ElectionSettings, Settings, Timings, UsageError};
+pub use settings::{Defaults, ElectionSettings, Settings, UsageError};
 pub use task_group::{BoxError, TermEnded};
 pub use term::{ChildHandle, TermContext, TermInfo};
 
 /// The election crate, re-exported for [`ManagerBuilder::elector`] hooks and guards.
 pub use election;
+/// Go durations on the command line (`15s`, `500ms`, `1m30s`): the election crate's parser, for every flag.
+pub use election::duration;

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use election::{ConfigError, Elector, ElectorBuilder};
+use election::{Elector, ElectorBuilder};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -14,7 +14,7 @@ use crate::health::{DEFAULT_HEALTH_TOLERANCE, Health};
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
 use crate::runnable::{self, AlwaysContext, AlwaysFn, GatedFn};
-use crate::settings::{Settings, UsageError};
+use crate::settings::{Settings, usage_error};
 use crate::supervisor::Supervisor;
 use crate::task_group::{BoxError, TaskGroup};
 use crate::term::TermContext;
@@ -75,17 +75,13 @@ impl ManagerBuilder {
         let elector = match &settings.election {
             None => None,
             Some(e) => {
-                let t = settings.timings;
                 let builder = ElectorBuilder::new(
                     clients.lease.clone(),
                     &e.namespace,
                     &e.lease_name,
                     &settings.identity,
                 )
-                .lease_duration(t.lease_duration)
-                .renew_deadline(t.renew_deadline)
-                .retry_period(t.retry_period)
-                .stop_margin(t.min_stop_margin)
+                .timings(settings.timings)
                 .release_on_cancel(e.release_on_cancel)
                 .metrics(metrics.registry());
                 let builder = match self.elector_hook {
@@ -110,28 +106,6 @@ impl ManagerBuilder {
             health_tolerance: self.health_tolerance,
             handle_signals: self.handle_signals,
         })
-    }
-}
-
-/// Maps the elector's configuration errors to the flag a user would change.
-fn usage_error(e: ConfigError) -> UsageError {
-    let flag = match &e {
-        ConfigError::Empty { field: "namespace" } => "leader-election-namespace",
-        ConfigError::Empty { field: "name" } => "leader-election-id",
-        ConfigError::Empty { .. } | ConfigError::ReservedIdentity => "leader-election-identity",
-        ConfigError::NotPositive {
-            field: "renew_deadline",
-        }
-        | ConfigError::LeaseNotAboveRenew { .. } => "renew-deadline",
-        ConfigError::NotPositive {
-            field: "retry_period",
-        }
-        | ConfigError::RenewNotAboveJitteredRetry { .. } => "retry-period",
-        _ => "lease-duration",
-    };
-    UsageError {
-        flag,
-        message: e.to_string(),
     }
 }
 
@@ -232,7 +206,7 @@ impl Manager {
     ///    they start when the elector publishes `Leading` (never after a shutdown was asked for).
     /// 3. A term ends when the elector publishes `Following` or the term's guard lapses, whichever comes
     ///    first. The fence is revoked, then every gated runnable and child is cancelled and **awaited**
-    ///    (aborted past the safety margin `lease − renew`). The stop is measured and logged, with a warning
+    ///    (aborted past the stop margin `lease − renew`). The stop is measured and logged, with a warning
     ///    if it exceeded the margin. Then the replica is a standby again, or `run` returns
     ///    [`Error::LostLeadership`] (`--on-lost-leadership=exit`).
     /// 4. On SIGTERM/SIGINT (or [`shutdown_token`](Self::shutdown_token)): gated work is cancelled and
@@ -510,6 +484,7 @@ mod tests {
 
     #[test]
     fn elector_config_errors_name_the_flag() {
+        use election::ConfigError;
         let e = usage_error(ConfigError::Empty { field: "namespace" });
         assert_eq!(e.flag, "leader-election-namespace");
         let e = usage_error(ConfigError::ReservedIdentity);

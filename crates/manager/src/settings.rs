@@ -8,44 +8,31 @@ use std::time::Duration;
 
 use crate::args::{Args, LogFormat, OnLostLeadership};
 use crate::bind::BindAddress;
-use crate::duration::format_duration;
-use election::MAX_LEASE_DURATION;
+use election::{ConfigError, TimingFlags, Timings};
 
 /// Where Kubernetes mounts the pod's namespace.
 pub const SERVICE_ACCOUNT_NAMESPACE_FILE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
-
-/// client-go's `JitterFactor`: the renew deadline must exceed this many retry periods.
-const JITTER_FACTOR: f64 = 1.2;
 
 /// A binary's own defaults for the flags whose right value depends on the binary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Defaults {
     /// The Lease name, e.g. `crossplane-leader-election-core`.
     pub lease_id: &'static str,
-    /// Default `--lease-duration`.
-    pub lease_duration: Duration,
-    /// Default `--renew-deadline`.
-    pub renew_deadline: Duration,
-    /// Default `--retry-period`.
-    pub retry_period: Duration,
+    /// Default `--lease-duration`, `--renew-deadline` and `--retry-period`, and the least stop margin
+    /// accepted (timings leaving less are a usage error).
+    pub timings: Timings,
     /// Default `--leader-election-release-on-cancel`.
     pub release_on_cancel: bool,
-    /// The least `lease − renew` margin accepted: the time reserved for stopping leader work and for writes
-    /// in flight when a term ends. Timings leaving less are a usage error.
-    pub min_stop_margin: Duration,
 }
 
 impl Defaults {
-    /// client-go's and controller-runtime's defaults (15s/10s/2s, release on cancel, 1s least margin) for
-    /// the given Lease name.
+    /// [`Timings::DEFAULT`] (client-go's and controller-runtime's) and release on cancel, for the given
+    /// Lease name.
     pub const fn new(lease_id: &'static str) -> Self {
         Self {
             lease_id,
-            lease_duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
+            timings: Timings::DEFAULT,
             release_on_cancel: true,
-            min_stop_margin: Duration::from_secs(1),
         }
     }
 
@@ -56,9 +43,8 @@ impl Defaults {
         renew_deadline: Duration,
         retry: Duration,
     ) -> Self {
-        self.lease_duration = lease_duration;
-        self.renew_deadline = renew_deadline;
-        self.retry_period = retry;
+        self.timings = Timings::new(lease_duration, renew_deadline, retry)
+            .with_min_stop_margin(self.timings.min_stop_margin);
         self
     }
 
@@ -68,9 +54,9 @@ impl Defaults {
         self
     }
 
-    /// Sets the least accepted `lease − renew` margin.
+    /// Sets the least accepted stop margin ([`Timings::stop_margin`]).
     pub const fn min_stop_margin(mut self, margin: Duration) -> Self {
-        self.min_stop_margin = margin;
+        self.timings = self.timings.with_min_stop_margin(margin);
         self
     }
 
@@ -83,10 +69,8 @@ impl Defaults {
                 arg.help(format!("{about} [default: {value}]"))
             }
         };
+        let cmd = TimingFlags::show_defaults(cmd, &self.timings);
         cmd.mut_arg("leader_election_id", help(self.lease_id.to_owned()))
-            .mut_arg("lease_duration", help(format_duration(self.lease_duration)))
-            .mut_arg("renew_deadline", help(format_duration(self.renew_deadline)))
-            .mut_arg("retry_period", help(format_duration(self.retry_period)))
             .mut_arg(
                 "leader_election_release_on_cancel",
                 help(self.release_on_cancel.to_string()),
@@ -133,7 +117,7 @@ pub struct Settings {
     pub identity: String,
     /// The election, or `None` when leader election is off.
     pub election: Option<ElectionSettings>,
-    /// Timing rules of the Lease, validated even when leader election is off.
+    /// The election's timings, validated even when leader election is off.
     pub timings: Timings,
     /// The /metrics listener.
     pub metrics_bind_address: BindAddress,
@@ -153,91 +137,14 @@ pub struct Settings {
     pub on_lost_leadership: OnLostLeadership,
 }
 
-/// The Lease's timings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timings {
-    /// `--lease-duration`.
-    pub lease_duration: Duration,
-    /// `--renew-deadline`.
-    pub renew_deadline: Duration,
-    /// `--retry-period`.
-    pub retry_period: Duration,
-    /// The least accepted margin (from [`Defaults::min_stop_margin`]).
-    pub min_stop_margin: Duration,
-}
-
-impl Timings {
-    /// `lease − renew`: how long, after a leader's term ends, before another replica can take over. Leader
-    /// work must have stopped within it.
-    pub fn safety_margin(&self) -> Duration {
-        self.lease_duration.saturating_sub(self.renew_deadline)
-    }
-
-    /// client-go's rules (`lease > renew > 1.2 × retry`, all > 0), the election crate's (the lease is whole
-    /// seconds, at most an hour) and a margin of at least `min_stop_margin`. The error names the flag to
-    /// change.
-    pub fn validate(&self) -> Result<(), UsageError> {
-        let Self {
-            lease_duration: lease,
-            renew_deadline: renew,
-            retry_period: retry,
-            min_stop_margin,
-        } = *self;
-        let fmt = format_duration;
-        for (flag, value) in [
-            ("lease-duration", lease),
-            ("renew-deadline", renew),
-            ("retry-period", retry),
-        ] {
-            if value.is_zero() {
-                return Err(UsageError::new(flag, "must be greater than zero"));
-            }
-        }
-        if lease.subsec_nanos() != 0 || lease > MAX_LEASE_DURATION {
-            return Err(UsageError::new(
-                "lease-duration",
-                format!(
-                    "{} must be a whole number of seconds between 1s and {} (the Lease stores whole seconds)",
-                    fmt(lease),
-                    fmt(MAX_LEASE_DURATION)
-                ),
-            ));
-        }
-        if lease <= renew {
-            return Err(UsageError::new(
-                "renew-deadline",
-                format!(
-                    "{} must be less than --lease-duration ({})",
-                    fmt(renew),
-                    fmt(lease)
-                ),
-            ));
-        }
-        if renew.as_secs_f64() <= JITTER_FACTOR * retry.as_secs_f64() {
-            return Err(UsageError::new(
-                "retry-period",
-                format!(
-                    "{} is too long: --renew-deadline ({}) must be greater than {JITTER_FACTOR} × --retry-period",
-                    fmt(retry),
-                    fmt(renew)
-                ),
-            ));
-        }
-        if lease - renew < min_stop_margin {
-            return Err(UsageError::new(
-                "lease-duration",
-                format!(
-                    "{} leaves a margin of {} over --renew-deadline ({}); at least {} is needed to stop \
-                     leader work before another replica can take over",
-                    fmt(lease),
-                    fmt(lease - renew),
-                    fmt(renew),
-                    fmt(min_stop_margin)
-                ),
-            ));
-        }
-        Ok(())
-    }
+/// Maps the elector's configuration errors to the flag a user would change.
+pub(crate) fn usage_error(e: ConfigError) -> UsageError {
+    let flag = TimingFlags::flag_of(&e).unwrap_or(match &e {
+        ConfigError::Empty { field: "namespace" } => "leader-election-namespace",
+        ConfigError::Empty { field: "name" } => "leader-election-id",
+        _ => "leader-election-identity",
+    });
+    UsageError::new(flag, e.to_string())
 }
 
 /// The leader-election part of [`Settings`].
@@ -263,13 +170,8 @@ impl Args {
         defaults: &Defaults,
         sa_namespace: &Path,
     ) -> Result<Settings, UsageError> {
-        let timings = Timings {
-            lease_duration: self.lease_duration.unwrap_or(defaults.lease_duration),
-            renew_deadline: self.renew_deadline.unwrap_or(defaults.renew_deadline),
-            retry_period: self.retry_period.unwrap_or(defaults.retry_period),
-            min_stop_margin: defaults.min_stop_margin,
-        };
-        timings.validate()?;
+        let timings = self.timings.over(defaults.timings);
+        timings.validate().map_err(usage_error)?;
 
         let identity = match self.leader_election_identity.as_deref().map(str::trim) {
             Some("") => return Err(UsageError::new("leader-election-identity", "must not be empty")),
@@ -413,7 +315,7 @@ mod tests {
         assert_eq!(s.timings.lease_duration, Duration::from_secs(60));
         assert_eq!(s.timings.renew_deadline, Duration::from_secs(50));
         assert_eq!(s.timings.retry_period, Duration::from_secs(2));
-        assert_eq!(s.timings.safety_margin(), Duration::from_secs(10));
+        assert_eq!(s.timings.stop_margin(), Duration::from_secs(10));
         assert_eq!(s.identity, "me");
         let e = s.election.expect("election on");
         assert_eq!(

@@ -7,7 +7,7 @@
 //!    shutdown or a fatal runnable failure is asked for.
 //! 2. On a lost term the fence is revoked at once, so no further write leaves this replica.
 //! 3. The term's token is cancelled; every gated runnable and every child is awaited. Past a bound (the
-//!    safety margin `lease − renew` for a lost term, `--graceful-shutdown-timeout` for a shutdown) the
+//!    stop margin `lease − renew` for a lost term, `--graceful-shutdown-timeout` for a shutdown) the
 //!    rest are aborted and awaited briefly.
 //! 4. The stop is measured and logged; on a lost term a stop longer than the margin is a warning, as it
 //!    means another replica may have been acting while this one still was.
@@ -30,9 +30,9 @@ use crate::fence::{Fence, wall_clock};
 use crate::fenced::FencedClient;
 use crate::health::Health;
 use crate::runnable::GatedFn;
-use crate::settings::Timings;
 use crate::task_group::{Failure, StopReport, TaskGroup};
 use crate::term::{TermContext, TermInfo};
+use election::Timings;
 
 /// Everything the gate needs, moved out of the manager when it runs.
 pub(crate) struct Supervisor {
@@ -105,7 +105,7 @@ impl Supervisor {
             tracing::error!(error = %e, "cannot build the term's client; using the main client");
             self.client.clone()
         });
-        let client = FencedClient::new(term_client, fence.clone());
+        let client = FencedClient::layered(term_client, fence.clone());
         let info = Arc::new(TermInfo {
             identity: self.identity.clone(),
             lease: self.lease.clone(),
@@ -133,7 +133,7 @@ impl Supervisor {
     }
 
     async fn stop_term(&self, term: ActiveTerm, cause: StopCause) -> StopReport {
-        let margin = self.timings.safety_margin();
+        let margin = self.timings.stop_margin();
         match cause {
             StopCause::Lost { at, reason } => {
                 term.fence.revoke("the term ended");
@@ -152,7 +152,7 @@ impl Supervisor {
                         stop_ms = fields.0, margin_ms = fields.1, aborted = fields.2, slack_ms,
                         stopped_before_guard_deadline = before_deadline,
                         guard_deadline = %deadline.map(wall_clock).unwrap_or_default(),
-                        "leader work took longer than the safety margin to stop"
+                        "leader work took longer than the stop margin to stop"
                     );
                 } else {
                     tracing::info!(
@@ -305,7 +305,7 @@ impl Supervisor {
         if let Some(mut task) = elector_task {
             if release {
                 let _ = release_tx.send(());
-                let bound = config.renew_deadline + config.request_timeout();
+                let bound = config.timings.renew_deadline + config.timings.request_timeout();
                 match tokio::time::timeout(bound, &mut task).await {
                     Ok(Ok(Ok(()))) => tracing::info!(
                         identity = %self.identity, lease = %self.lease_name(),

@@ -264,7 +264,7 @@ async fn cut_off_setup(
     Ok((cluster, client, ns, relay, a, b, dir))
 }
 
-/// Checks, after `a` was cut off, that its leader work stopped within the safety margin of its guard
+/// Checks, after `a` was cut off, that its leader work stopped within the stop margin of its guard
 /// deadline, that no write of `a` reached the apiserver after that deadline, and that `b`'s first write
 /// came after `a`'s last.
 async fn check_cut_off(cluster: &Cluster, ns: &str, a: &Replica, b: &Replica) -> Result<()> {
@@ -274,7 +274,7 @@ async fn check_cut_off(cluster: &Cluster, ns: &str, a: &Replica, b: &Replica) ->
     let stop = match stop {
         Ok(l) => l,
         Err(_) => {
-            a.wait_for("leader work took longer than the safety margin", SEC)
+            a.wait_for("leader work took longer than the stop margin", SEC)
                 .await?
         }
     };

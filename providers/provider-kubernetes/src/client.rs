@@ -70,7 +70,7 @@ impl ObjectClient {
         }
         let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
         let gvk = GroupVersionKind::gvk(group, version, kind);
-        let (ar, caps) = kube::discovery::pinned_kind(client.unfenced(), &gvk)
+        let (ar, caps) = kube::discovery::pinned_kind(client.kube(), &gvk)
             .await
             .map_err(|e| ExternalError::wrap(format!("cannot find kind {kind} in {api_version}"), e))?;
         let found = (ar, caps.scope == Scope::Namespaced);
@@ -88,7 +88,7 @@ impl ObjectClient {
         namespace: Option<&str>,
     ) -> Result<FencedApi<DynamicObject>, ExternalError> {
         let (ar, namespaced) = self.resource(client, key, api_version, kind).await?;
-        let raw = client.unfenced().clone();
+        let raw = client.kube().clone();
         let api = match (namespaced, namespace) {
             (true, Some(ns)) => Api::namespaced_with(raw, ns, &ar),
             (true, None) => {
@@ -185,7 +185,7 @@ impl ObjectClient {
             let shown = format!("{kind} {name}");
             let value = if kind == "Secret" && api_version == "v1" {
                 let ns = d.namespace.as_deref().unwrap_or("default");
-                let secret = Api::<Secret>::namespaced(self.target.unfenced().clone(), ns)
+                let secret = Api::<Secret>::namespaced(self.target.kube().clone(), ns)
                     .get(name)
                     .await
                     .map_err(|e| {

@@ -91,7 +91,7 @@ impl ObjectConnector {
             .or(config_ns)
             .ok_or_else(|| ExternalError::new("credentials.secretRef.namespace is required"))?;
         let shown = format!("{ns}/{}", sref.name);
-        let secret = Api::<Secret>::namespaced(local.unfenced().clone(), ns)
+        let secret = Api::<Secret>::namespaced(local.kube().clone(), ns)
             .get_opt(&sref.name)
             .await
             .map_err(|e| ExternalError::wrap(format!("cannot get credentials Secret {shown}"), e))?
@@ -152,7 +152,7 @@ impl<K: ObjectKind> ExternalConnector<K> for ObjectConnector {
         let r = ConfigRef::of(mr).map_err(ExternalError::new)?;
         let (spec, config_ns) = r
             .fetch::<cluster::ProviderConfig, namespaced::ProviderConfig, namespaced::ClusterProviderConfig>(
-                local.unfenced().clone(),
+                local.kube().clone(),
             )
             .await?;
         let (target_key, target) = match spec.credentials.source {

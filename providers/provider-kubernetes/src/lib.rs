@@ -32,10 +32,9 @@ use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
-use managed::rbac::managed_kind_needs;
+use managed::provider::{Kinds, Provider};
 use managed::{
-    ManagedController, Options, ProviderConfigController, ProviderConfigKind, ProviderDefaults,
-    ProviderGroups, ProviderInfo,
+    Options, ProviderConfigController, ProviderConfigKind, ProviderDefaults, ProviderGroups, ProviderInfo,
 };
 use manager::{BinaryInfo, Defaults, Manager};
 
@@ -69,18 +68,33 @@ pub const GROUPS: ProviderGroups = ProviderGroups {
     category: "kubernetes",
 };
 
-/// Every CRD of the provider.
+/// The provider: its binary and `cargo xtask generate` take everything from here.
+pub const PROVIDER: Provider = Provider {
+    info: INFO,
+    setup,
+    crds,
+    rbac_needs,
+};
+
+/// The one list of the provider's managed kinds, both groups.
+fn kinds() -> Kinds<ObjectConnector> {
+    Kinds::tracked()
+        .kind::<cluster::Object>()
+        .kind::<namespaced::Object>()
+}
+
+/// Every CRD of the provider: the managed kinds, the ProviderConfig kinds and the usage kinds.
 pub fn crds() -> Vec<CustomResourceDefinition> {
     let [cluster_usage, namespaced_usage] = GROUPS.usage_crds();
-    vec![
-        cluster::Object::crd(),
+    let mut crds = kinds().crds();
+    crds.extend([
         cluster::ProviderConfig::crd(),
         cluster_usage,
-        namespaced::Object::crd(),
         namespaced::ProviderConfig::crd(),
         namespaced::ClusterProviderConfig::crd(),
         namespaced_usage,
-    ]
+    ]);
+    crds
 }
 
 /// Registers the Object controllers (both groups) and the ProviderConfig controllers.
@@ -97,8 +111,13 @@ pub fn setup(mgr: &mut Manager, options: &Options) {
     let mut options = options.clone();
     options.deterministic_external_name = true;
     let (legacy, modern) = GROUPS.options(&options);
-    ManagedController::<cluster::Object, _>::new(connector.clone(), legacy).register(mgr);
-    ManagedController::<namespaced::Object, _>::new(connector, modern).register(mgr);
+    kinds().register(mgr, &connector, |group| {
+        if group == cluster::GROUP {
+            legacy.clone()
+        } else {
+            modern.clone()
+        }
+    });
     for kind in provider_config_kinds() {
         ProviderConfigController::new(kind).register(mgr);
     }
@@ -118,7 +137,5 @@ pub fn provider_config_kinds() -> Vec<ProviderConfigKind> {
 /// `InjectedIdentity`, the operator grants the provider's ServiceAccount access to them (upstream binds
 /// `cluster-admin`); with a kubeconfig Secret, the credentials in it decide.
 pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
-    let mut kinds = managed_kind_needs::<cluster::Object>();
-    kinds.extend(managed_kind_needs::<namespaced::Object>());
-    managed::groups::provider_needs(kinds, &provider_config_kinds())
+    managed::groups::provider_needs(kinds().needs(), &provider_config_kinds())
 }

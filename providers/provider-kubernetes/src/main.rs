@@ -2,5 +2,5 @@
 #![forbid(unsafe_code)]
 
 fn main() -> std::process::ExitCode {
-    managed::cli::main(provider_kubernetes::INFO, provider_kubernetes::setup)
+    provider_kubernetes::PROVIDER.main()
 }

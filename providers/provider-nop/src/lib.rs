@@ -13,8 +13,8 @@ pub mod types;
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::CustomResourceExt;
-use managed::{ManagedController, Options, ProviderDefaults, ProviderInfo};
+use managed::provider::{Kinds, Provider};
+use managed::{Options, ProviderDefaults, ProviderInfo};
 use manager::{BinaryInfo, Defaults, Manager};
 
 /// The provider's name, Lease and flag defaults (`--poll 10s`, `--max-reconcile-rate 1`, Lease 60 s/50 s).
@@ -35,20 +35,33 @@ pub const INFO: ProviderInfo = ProviderInfo {
     upstream_flags: &[],
 };
 
+/// The provider: its binary and `cargo xtask generate` take everything from here.
+pub const PROVIDER: Provider = Provider {
+    info: INFO,
+    setup,
+    crds,
+    rbac_needs,
+};
+
+/// The one list of the provider's managed kinds (no ProviderConfig, so no usage tracking).
+fn kinds() -> Kinds<external::NopConnector> {
+    Kinds::untracked().kind::<types::NopResource>()
+}
+
 /// Registers the NopResource controller.
 pub fn setup(mgr: &mut Manager, options: &Options) {
-    ManagedController::<types::NopResource, _>::new(external::NopConnector, options.clone()).register(mgr);
+    kinds().register(mgr, &external::NopConnector, |_| options.clone());
 }
 
 /// Every CRD of the provider.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![types::NopResource::crd()]
+    kinds().crds()
 }
 
 /// The API access [`setup`]'s controllers need (rendered into the provider's ClusterRole by
 /// `cargo xtask generate`): the NopResource controller and the runtime's connection Secrets and Events.
 pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
-    let mut rules = managed::rbac::managed_needs::<types::NopResource>();
+    let mut rules = kinds().needs();
     rules.extend(managed::rbac::runtime_needs());
     manager::rbac::normalize(rules)
 }

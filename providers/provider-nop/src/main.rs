@@ -2,5 +2,5 @@
 #![forbid(unsafe_code)]
 
 fn main() -> std::process::ExitCode {
-    managed::cli::main(provider_nop::INFO, provider_nop::setup)
+    provider_nop::PROVIDER.main()
 }

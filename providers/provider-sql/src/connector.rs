@@ -264,7 +264,7 @@ impl<K: SqlResource> ExternalConnector<K> for SqlConnector {
 
     async fn connect(&self, client: &FencedClient, mr: &K) -> Result<SqlClient, ExternalError> {
         let r = ConfigRef::of(mr).map_err(ExternalError::new)?;
-        let target = self.target(client.unfenced(), &r).await?;
+        let target = self.target(client.kube(), &r).await?;
         let pool = self.pool(&r, &target)?;
         Ok(SqlClient::new(Db {
             pool,

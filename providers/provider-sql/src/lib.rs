@@ -40,10 +40,9 @@ use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
-use managed::rbac::managed_kind_needs;
+use managed::provider::{Kinds, Provider};
 use managed::{
-    ManagedController, Options, ProviderConfigController, ProviderConfigKind, ProviderDefaults,
-    ProviderGroups, ProviderInfo,
+    Options, ProviderConfigController, ProviderConfigKind, ProviderDefaults, ProviderGroups, ProviderInfo,
 };
 use manager::{BinaryInfo, Defaults, Manager};
 
@@ -77,22 +76,37 @@ pub const GROUPS: ProviderGroups = ProviderGroups {
     category: "sql",
 };
 
-/// Every CRD of the provider.
+/// The provider: its binary and `cargo xtask generate` take everything from here.
+pub const PROVIDER: Provider = Provider {
+    info: INFO,
+    setup,
+    crds,
+    rbac_needs,
+};
+
+/// The one list of the provider's managed kinds, both groups.
+fn kinds() -> Kinds<SqlConnector> {
+    Kinds::tracked()
+        .kind::<cluster::Role>()
+        .kind::<cluster::Database>()
+        .kind::<cluster::Grant>()
+        .kind::<namespaced::Role>()
+        .kind::<namespaced::Database>()
+        .kind::<namespaced::Grant>()
+}
+
+/// Every CRD of the provider: the managed kinds, the ProviderConfig kinds and the usage kinds.
 pub fn crds() -> Vec<CustomResourceDefinition> {
     let [cluster_usage, namespaced_usage] = GROUPS.usage_crds();
-    vec![
-        cluster::Role::crd(),
-        cluster::Database::crd(),
-        cluster::Grant::crd(),
+    let mut crds = kinds().crds();
+    crds.extend([
         cluster::ProviderConfig::crd(),
         cluster_usage,
-        namespaced::Role::crd(),
-        namespaced::Database::crd(),
-        namespaced::Grant::crd(),
         namespaced::ProviderConfig::crd(),
         namespaced::ClusterProviderConfig::crd(),
         namespaced_usage,
-    ]
+    ]);
+    crds
 }
 
 /// Registers the Role, Database and Grant controllers of both groups and the ProviderConfig
@@ -104,14 +118,13 @@ pub fn setup(mgr: &mut Manager, options: &Options) {
     let mut options = options.clone();
     options.deterministic_external_name = true;
     let (legacy, modern) = GROUPS.options(&options);
-
-    ManagedController::<cluster::Role, _>::new(connector.clone(), legacy.clone()).register(mgr);
-    ManagedController::<cluster::Database, _>::new(connector.clone(), legacy.clone()).register(mgr);
-    ManagedController::<cluster::Grant, _>::new(connector.clone(), legacy).register(mgr);
-    ManagedController::<namespaced::Role, _>::new(connector.clone(), modern.clone()).register(mgr);
-    ManagedController::<namespaced::Database, _>::new(connector.clone(), modern.clone()).register(mgr);
-    ManagedController::<namespaced::Grant, _>::new(connector, modern).register(mgr);
-
+    kinds().register(mgr, &connector, |group| {
+        if group == cluster::GROUP {
+            legacy.clone()
+        } else {
+            modern.clone()
+        }
+    });
     for kind in provider_config_kinds() {
         ProviderConfigController::new(kind).register(mgr);
     }
@@ -127,11 +140,5 @@ pub fn provider_config_kinds() -> Vec<ProviderConfigKind> {
 /// `cargo xtask generate`): the managed kinds, the ProviderConfig kinds and their usages, the
 /// credentials Secrets the connector reads, and the runtime's connection Secrets and Events.
 pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
-    let mut kinds = managed_kind_needs::<cluster::Role>();
-    kinds.extend(managed_kind_needs::<cluster::Database>());
-    kinds.extend(managed_kind_needs::<cluster::Grant>());
-    kinds.extend(managed_kind_needs::<namespaced::Role>());
-    kinds.extend(managed_kind_needs::<namespaced::Database>());
-    kinds.extend(managed_kind_needs::<namespaced::Grant>());
-    managed::groups::provider_needs(kinds, &provider_config_kinds())
+    managed::groups::provider_needs(kinds().needs(), &provider_config_kinds())
 }

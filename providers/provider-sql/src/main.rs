@@ -2,5 +2,5 @@
 #![forbid(unsafe_code)]
 
 fn main() -> std::process::ExitCode {
-    managed::cli::main(provider_sql::INFO, provider_sql::setup)
+    provider_sql::PROVIDER.main()
 }

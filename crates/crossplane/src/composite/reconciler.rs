@@ -34,9 +34,9 @@ use super::pipeline;
 use super::render::{self, Owner};
 use super::select::{self, XrType};
 use super::status::{self, Outcome};
-use crate::backoff::Backoff;
 use crate::error::{Error, fenced_not_found, is_not_found};
 use crate::metrics::Recorder;
+use manager::backoff::{Backoff, jittered};
 
 /// The field manager of XR writes.
 pub const FIELD_MANAGER_COMPOSITE: &str = "apiextensions.crossplane.io/composite";
@@ -66,7 +66,7 @@ struct Ctx {
 /// Runs the controller for one XR kind until `ctx` is cancelled.
 pub async fn run(ctx: TermContext, def: CompositeController) -> Result<(), BoxError> {
     let client = ctx.client().clone();
-    let api: Api<DynamicObject> = Api::all_with(client.unfenced().clone(), &def.resource);
+    let api: Api<DynamicObject> = Api::all_with(client.kube().clone(), &def.resource);
     let resource = def.resource.clone();
     tracing::info!(kind = %resource.kind, "composite controller started");
     let state = Arc::new(Ctx {
@@ -81,7 +81,7 @@ pub async fn run(ctx: TermContext, def: CompositeController) -> Result<(), BoxEr
     let cache = store.clone();
     let legacy = state.def.xrd.scope.is_legacy();
     let dyntype = resource.clone();
-    let revisions: Api<CompositionRevision> = Api::all(state.client.unfenced().clone());
+    let revisions: Api<CompositionRevision> = Api::all(state.client.kube().clone());
     let stream = controller
         .watches(
             revisions,
@@ -130,7 +130,7 @@ fn error_policy(xr: Arc<DynamicObject>, e: &Error, ctx: Arc<Ctx>) -> Action {
 
 impl Ctx {
     fn xr_api(&self, ns: Option<&str>) -> FencedApi<DynamicObject> {
-        let c = self.client.unfenced().clone();
+        let c = self.client.kube().clone();
         let api = match ns {
             Some(ns) => Api::namespaced_with(c, ns, &self.def.resource),
             None => Api::all_with(c, &self.def.resource),
@@ -159,7 +159,7 @@ impl Ctx {
     }
 
     fn composed_api(&self, kind: &super::discovery::Kind, ns: Option<&str>) -> FencedApi<DynamicObject> {
-        let c = self.client.unfenced().clone();
+        let c = self.client.kube().clone();
         let api = match (kind.namespaced, ns) {
             (true, Some(ns)) => Api::namespaced_with(c, ns, &kind.resource),
             _ => Api::all_with(c, &kind.resource),
@@ -190,7 +190,7 @@ async fn reconcile_inner(xr: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action
             ctx.write_status(&xr, &xr_json, st).await?;
             ctx.backoff.succeed(&key(&xr));
             if outcome.0.unready.is_empty() && outcome.0.unsynced.is_empty() {
-                let jitter = ctx.def.poll.mul_f64(0.9 + fastrand::f64() * 0.2);
+                let jitter = jittered(ctx.def.poll, 0.1);
                 Ok(Action::requeue(jitter))
             } else {
                 Ok(Action::requeue(Duration::from_secs(2)))
@@ -223,7 +223,7 @@ async fn delete(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<Action
         }
         let kind = ctx
             .discovery
-            .resolve(ctx.client.unfenced(), &r.api_version, &r.kind)
+            .resolve(ctx.client.kube(), &r.api_version, &r.kind)
             .await?;
         let api = ctx.composed_api(&kind, r.namespace.as_deref().or(xr.namespace().as_deref()));
         match api.get_opt(&r.name).await? {
@@ -258,7 +258,7 @@ async fn delete(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<Action
 async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outcome, Option<Value>), Error> {
     let legacy = ctx.legacy();
     let fields = Fields::new(xr_json, legacy);
-    let client = ctx.client.unfenced();
+    let client = ctx.client.kube();
     let t = XrType {
         api_version: ctx.def.resource.api_version.clone(),
         kind: ctx.def.resource.kind.clone(),

@@ -24,6 +24,7 @@ use kube::api::{Api, DynamicObject, PostParams};
 
 use crate::{
     config::{ElectionConfig, LockKind},
+    error::error_chain,
     record::{LeaderRecord, Snapshot},
 };
 
@@ -166,21 +167,6 @@ impl RequestError {
     }
 }
 
-/// An error and its sources, `a: b: c`, skipping a source whose text is already shown.
-pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut current = e.source();
-    while let Some(err) = current {
-        let text = err.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        current = err.source();
-    }
-    out
-}
-
 /// Why a write did not succeed.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum WriteError {
@@ -230,7 +216,7 @@ impl Lock {
             name: config.name.clone(),
             identity: config.identity.clone(),
             labels: config.labels.clone(),
-            timeout: config.request_timeout(),
+            timeout: config.timings.request_timeout(),
             leases: Api::namespaced_with(client.clone(), &config.namespace, &lease::resource()),
             configmaps: Api::namespaced_with(client, &config.namespace, &configmap::resource()),
             lease: Slot::default(),

@@ -122,9 +122,11 @@ impl RustCandidate {
         f: impl FnOnce(ElectorBuilder) -> ElectorBuilder,
     ) -> anyhow::Result<Self> {
         let builder = ElectorBuilder::new(client, ns, name, identity)
-            .lease_duration(timings.lease)
-            .renew_deadline(timings.renew)
-            .retry_period(timings.retry)
+            .timings(election::Timings::new(
+                timings.lease,
+                timings.renew,
+                timings.retry,
+            ))
             .labels(BTreeMap::from([(
                 "app.kubernetes.io/name".into(),
                 "election-test".into(),

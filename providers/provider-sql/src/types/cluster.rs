@@ -13,17 +13,11 @@ use super::{
 /// The API group.
 pub const GROUP: &str = "postgresql.sql.crossplane.io";
 
-sql_kind!(cluster "postgresql.sql.crossplane.io", "Role", "roles", "A PostgreSQL Role.", RoleSpec(RoleParameters), "RoleStatus");
+managed::managed_kind!(cluster Role: "postgresql.sql.crossplane.io", "v1alpha1", "Role", "roles", "sql", "A PostgreSQL Role.", RoleSpec(RoleParameters), "RoleStatus");
 
-managed::impl_managed!(cluster Role);
+managed::managed_kind!(cluster Database: "postgresql.sql.crossplane.io", "v1alpha1", "Database", "databases", "sql", "A PostgreSQL Database.", DatabaseSpec(DatabaseParameters), "DatabaseStatus");
 
-sql_kind!(cluster "postgresql.sql.crossplane.io", "Database", "databases", "A PostgreSQL Database.", DatabaseSpec(DatabaseParameters), "DatabaseStatus");
-
-managed::impl_managed!(cluster Database);
-
-sql_kind!(cluster "postgresql.sql.crossplane.io", "Grant", "grants", "A PostgreSQL Grant.", GrantSpec(GrantParameters), "GrantStatus");
-
-managed::impl_managed!(cluster Grant);
+managed::managed_kind!(cluster Grant: "postgresql.sql.crossplane.io", "v1alpha1", "Grant", "grants", "sql", "A PostgreSQL Grant.", GrantSpec(GrantParameters), "GrantStatus");
 
 /// A cluster-scoped ProviderConfig.
 #[derive(CustomResource, Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -2,45 +2,6 @@
 //! cluster-scoped, legacy) and [`namespaced`] (`postgresql.sql.m.crossplane.io`, Crossplane v2). The kinds
 //! of both groups share the parameter and status structs of this module.
 
-/// Declares one managed kind of either group: its `CustomResource` spec (the shared managed-resource
-/// fields and `forProvider`) and its [`managed::Managed`] impl. The two arms differ only in scope.
-macro_rules! sql_kind {
-    (cluster $group:literal, $kind:literal, $plural:literal, $doc:literal, $spec:ident($params:ty), $status:literal) => {
-        sql_kind!(@define [] cluster, ResourceSpec, $group, $kind, $plural, $doc, $spec($params), $status);
-    };
-    (namespaced $group:literal, $kind:literal, $plural:literal, $doc:literal, $spec:ident($params:ty), $status:literal) => {
-        sql_kind!(@define [namespaced,] namespaced, ManagedResourceSpec, $group, $kind, $plural, $doc, $spec($params), $status);
-    };
-    (@define [$($scope:tt)*] $impl_scope:ident, $resource_spec:ident, $group:literal, $kind:literal, $plural:literal, $doc:literal, $spec:ident($params:ty), $status:literal) => {
-        #[doc = $doc]
-        #[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-        #[kube(
-            group = $group,
-            version = "v1alpha1",
-            kind = $kind,
-            plural = $plural,
-            $($scope)*
-            status = $status,
-            category = "crossplane",
-            category = "managed",
-            category = "sql",
-            printcolumn = r#"{"name":"READY","type":"string","jsonPath":".status.conditions[?(@.type=='Ready')].status"}"#,
-            printcolumn = r#"{"name":"SYNCED","type":"string","jsonPath":".status.conditions[?(@.type=='Synced')].status"}"#,
-            printcolumn = r#"{"name":"EXTERNAL-NAME","type":"string","jsonPath":".metadata.annotations.crossplane\\.io/external-name"}"#,
-            printcolumn = r#"{"name":"AGE","type":"date","jsonPath":".metadata.creationTimestamp"}"#
-        )]
-        #[serde(rename_all = "camelCase")]
-        pub struct $spec {
-            /// The shared managed-resource fields.
-            #[serde(flatten)]
-            pub resource_spec: apis::$resource_spec,
-            /// The desired state.
-            #[serde(default)]
-            pub for_provider: $params,
-        }
-    };
-}
-
 pub mod cluster;
 pub mod namespaced;
 

@@ -14,17 +14,11 @@ use super::{
 /// The API group.
 pub const GROUP: &str = "postgresql.sql.m.crossplane.io";
 
-sql_kind!(namespaced "postgresql.sql.m.crossplane.io", "Role", "roles", "A PostgreSQL Role.", RoleSpec(RoleParameters), "RoleStatus");
+managed::managed_kind!(namespaced Role: "postgresql.sql.m.crossplane.io", "v1alpha1", "Role", "roles", "sql", "A PostgreSQL Role.", RoleSpec(RoleParameters), "RoleStatus");
 
-managed::impl_managed!(namespaced Role);
+managed::managed_kind!(namespaced Database: "postgresql.sql.m.crossplane.io", "v1alpha1", "Database", "databases", "sql", "A PostgreSQL Database.", DatabaseSpec(DatabaseParameters), "DatabaseStatus");
 
-sql_kind!(namespaced "postgresql.sql.m.crossplane.io", "Database", "databases", "A PostgreSQL Database.", DatabaseSpec(DatabaseParameters), "DatabaseStatus");
-
-managed::impl_managed!(namespaced Database);
-
-sql_kind!(namespaced "postgresql.sql.m.crossplane.io", "Grant", "grants", "A PostgreSQL Grant.", GrantSpec(GrantParameters), "GrantStatus");
-
-managed::impl_managed!(namespaced Grant);
+managed::managed_kind!(namespaced Grant: "postgresql.sql.m.crossplane.io", "v1alpha1", "Grant", "grants", "sql", "A PostgreSQL Grant.", GrantSpec(GrantParameters), "GrantStatus");
 
 /// A namespaced ProviderConfig, usable by resources in its namespace.
 #[derive(CustomResource, Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

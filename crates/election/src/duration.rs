@@ -2,8 +2,9 @@
 //!
 //! The grammar is Go's `time.ParseDuration` (what Crossplane's and controller-runtime's flags accept):
 //! one or more `<decimal><unit>` pairs with units `ns`, `us`/`µs`, `ms`, `s`, `m`, `h`. A bare `0` is
-//! accepted too. Negative durations are rejected: no timing in this crate can be negative. A small
-//! parser here avoids another dependency for thirty lines of code.
+//! accepted too. Negative durations are rejected: no timing here can be negative. A small parser avoids
+//! another dependency for thirty lines of code. It lives in `election`, the lowest crate whose flags
+//! (the timings) take Go durations; `manager::duration` re-exports it for every other flag.
 
 use std::time::Duration;
 
