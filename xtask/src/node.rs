@@ -29,10 +29,15 @@ const HANDOVER_TIMEOUT: Duration = Duration::from_secs(60);
 pub fn write_overlay(dir: &Path) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(dir)?;
     let root = testenv::harness::repo_root().canonicalize()?;
+    // kustomize takes only relative paths: up to / from the overlay, then down to the repository.
+    let overlay = dir.canonicalize()?;
+    let up = "../".repeat(overlay.components().count().saturating_sub(1));
+    let deploy = format!(
+        "{up}{}",
+        root.join("deploy").display().to_string().trim_start_matches('/')
+    );
     let mut text = format!(
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- {}\n- {}\nimages:\n",
-        root.join("deploy").display(),
-        root.join("deploy").join("fencing").display(),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- {deploy}\n- {deploy}/fencing\nimages:\n",
     );
     for b in image::BINARIES {
         let full = image::full_reference(b.name);

@@ -81,10 +81,15 @@ fn write_overlay(dir: &Path) -> Result<PathBuf> {
             )
         })
         .collect();
+    // kustomize takes only relative paths: up to / from the overlay, then down to the repository.
+    let overlay = overlay.canonicalize()?;
+    let up = "../".repeat(overlay.components().count().saturating_sub(1));
+    let deploy = format!(
+        "{up}{}",
+        root.join("deploy").display().to_string().trim_start_matches('/')
+    );
     let text = format!(
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- {}\n- {}\nimages:\n{}",
-        root.join("deploy").display(),
-        root.join("deploy").join("fencing").display(),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- {deploy}\n- {deploy}/fencing\nimages:\n{}",
         images.concat()
     );
     std::fs::write(overlay.join("kustomization.yaml"), text)?;

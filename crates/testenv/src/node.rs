@@ -251,8 +251,34 @@ impl Node {
             }
         }
         self.containerd.stop(STOP_GRACE)?;
-        result
+        result.and(unmount_under(&self.dir))
     }
+}
+
+/// Unmounts everything mounted under `dir` (the kubelet bind-mounts its root directory onto itself,
+/// and mounts each Pod's volumes), deepest first.
+fn unmount_under(dir: &Path) -> Result<()> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(Error::io("reading the mount table", "/proc/self/mountinfo"))?;
+    let prefix = dir.display().to_string();
+    // The fifth field is the mount point, with spaces and the like escaped as octal.
+    let mut points: Vec<&str> = mountinfo
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|p| *p == prefix || p.starts_with(&format!("{prefix}/")))
+        .collect();
+    points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    points.dedup();
+    for point in points {
+        let status = Command::new("umount")
+            .arg(point)
+            .status()
+            .map_err(Error::io("running umount", point))?;
+        if !status.success() {
+            run("umount", &["--lazy", point])?;
+        }
+    }
+    Ok(())
 }
 
 /// A control plane with a node, its network and its Service rule. Dropping it stops everything.
