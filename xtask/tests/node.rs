@@ -243,6 +243,19 @@ async fn run(bed: &mut testenv::NodeTestBed, archives: &[PathBuf], work: &Path) 
         }
     }
 
+    // The apiserver reaches the kubelet at the node's address: logs and the kubelet's stats.
+    let leader = &handover.new_holder;
+    let logs = kubectl(
+        cluster.kubeconfig(),
+        &["logs", "-n", NAMESPACE, workload::holder_pod(leader), "--tail=5"],
+    )?;
+    ensure!(!logs.trim().is_empty(), "no logs from {leader}");
+    let memory = workload::pod_memory(&client, testenv::node::NODE_NAME).await?;
+    ensure!(
+        memory.contains_key(workload::holder_pod(leader)),
+        "the kubelet's stats lack {leader}: {memory:?}"
+    );
+
     // The fence refused nothing: every replica has a pod-bound token and writes only while it holds
     // its Lease.
     let prefix = format!("system:serviceaccount:{NAMESPACE}:");

@@ -191,8 +191,10 @@ impl ControlPlane {
         ];
         // Without a node nothing mounts a token, and the plugin's wait for each namespace's default
         // ServiceAccount would only slow the suites; with one, Pods need it for their projected tokens.
-        if options.node_ip.is_none() {
-            apiserver_args.push(arg("disable-admission-plugins", &"ServiceAccount"));
+        match options.node_ip {
+            None => apiserver_args.push(arg("disable-admission-plugins", &"ServiceAccount")),
+            // The kubelet is reached (logs, exec, stats) at the node's address, never by a DNS lookup.
+            Some(_) => apiserver_args.push(arg("kubelet-preferred-address-types", &"InternalIP")),
         }
         let controllers = match options.node_ip {
             Some(_) => format!("{CONTROLLERS},{NODE_CONTROLLERS}"),
