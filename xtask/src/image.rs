@@ -82,16 +82,35 @@ pub const REPOSITORY: &str = "crossplane-rs";
 /// the gnu target links), and the CA certificates.
 const BASE_PACKAGES: &[&str] = &["libc6", "libgcc-s1", "ca-certificates"];
 
-/// The name an image is stored and referenced under, e.g. `crossplane-rs/provider-nop:0.1.0` (the
-/// name its Deployment in deploy/ uses).
-pub fn reference(name: &str) -> String {
-    format!("{REPOSITORY}/{name}:{}", env!("CARGO_PKG_VERSION"))
+/// The tag of the images: the workspace version.
+pub const TAG: &str = env!("CARGO_PKG_VERSION");
+
+/// The tag of the second builds ([`NEXT`]).
+pub const NEXT_TAG: &str = concat!(env!("CARGO_PKG_VERSION"), "-next");
+
+/// Second builds of provider-nop, reporting the version `<version>+next`: packed by `--next` as the
+/// image `crossplane-rs/provider-nop:<version>-next`, for a rolling update between two builds on the
+/// node (the binary is named for the image inside it).
+pub const NEXT: &[(&str, Binary)] = &[(
+    "provider-nop",
+    Binary {
+        package: "e2e",
+        name: "e2e-provider-nop-next",
+        description: "Crossplane provider-nop, in Rust (second build, version <version>+next)",
+        cmd: &[],
+    },
+)];
+
+/// The name containerd's CRI looks a Deployment's image up by: the name in deploy/
+/// (`crossplane-rs/<name>:<version>`) with the registry that a name without one means (`docker.io`).
+/// `ctr images import` stores the name in the index verbatim.
+pub fn full_reference(name: &str) -> String {
+    full_reference_tagged(name, TAG)
 }
 
-/// The name containerd's CRI looks a Deployment's image up by: [`reference`] with the registry that
-/// a name without one means (`docker.io`). `ctr images import` stores the name in the index verbatim.
-pub fn full_reference(name: &str) -> String {
-    format!("docker.io/{}", reference(name))
+/// [`full_reference`] with another tag.
+pub fn full_reference_tagged(name: &str, tag: &str) -> String {
+    format!("docker.io/{REPOSITORY}/{name}:{tag}")
 }
 
 /// What one image holds.
@@ -101,6 +120,8 @@ struct Spec<'a> {
     cmd: &'a [&'a str],
     /// Whether the image has the Debian base layer (a dynamically linked binary needs it).
     base: bool,
+    /// Its tag.
+    tag: &'a str,
 }
 
 /// How `cargo xtask image` builds.
@@ -114,6 +135,8 @@ pub struct Options {
     pub compression: Option<u32>,
     /// Also pack the node's sandbox image, `pause.oci.tar`.
     pub pause: bool,
+    /// Also pack the second builds ([`NEXT`]) as `<name>-next.oci.tar`.
+    pub next: bool,
 }
 
 /// Looks the binaries up by name (all when `names` is empty).
@@ -186,6 +209,23 @@ pub fn run(names: &[String], options: &Options) -> anyhow::Result<Vec<PathBuf>> 
         );
         archives.push(archive);
     }
+    if options.next {
+        let builds: Vec<&Binary> = NEXT.iter().map(|(_, b)| b).collect();
+        let next_dir = cargo_build(&builds, !options.debug)?;
+        for (name, b) in NEXT {
+            let archive = out_dir.join(format!("{name}-next.oci.tar"));
+            let spec = Spec {
+                name,
+                description: b.description,
+                cmd: b.cmd,
+                base: true,
+                tag: NEXT_TAG,
+            };
+            pack(&spec, &next_dir.join(b.name), &archive, level)?;
+            eprintln!("[image] {}", archive.display());
+            archives.push(archive);
+        }
+    }
     if options.pause {
         let binary =
             testenv::harness::ensure_pause_built(&target_dir()).context("building the pause binary (Go)")?;
@@ -195,6 +235,7 @@ pub fn run(names: &[String], options: &Options) -> anyhow::Result<Vec<PathBuf>> 
             description: "The sandbox (pause) process of the test bed's node: waits for SIGTERM",
             cmd: &[],
             base: false,
+            tag: TAG,
         };
         pack(&spec, &binary, &archive, level)?;
         eprintln!("[image] {}", archive.display());
@@ -210,6 +251,7 @@ pub fn build_image(b: &Binary, binary: &Path, archive: &Path, level: Compression
         description: b.description,
         cmd: b.cmd,
         base: true,
+        tag: TAG,
     };
     pack(&spec, binary, archive, level)
 }
@@ -281,7 +323,7 @@ fn pack(b: &Spec, binary: &Path, archive: &Path, level: Compression) -> anyhow::
     manifest_desc.set_annotations(Some(
         [(
             "org.opencontainers.image.ref.name".to_string(),
-            full_reference(b.name),
+            full_reference_tagged(b.name, b.tag),
         )]
         .into(),
     ));

@@ -89,6 +89,10 @@ enum Command {
         /// Also pack the test bed node's sandbox image (pause.oci.tar, a static Go binary).
         #[arg(long)]
         pause: bool,
+        /// Also pack provider-nop's second build (version <version>+next) as provider-nop-next.oci.tar,
+        /// tagged <version>-next, for a rolling update between two builds.
+        #[arg(long)]
+        next: bool,
     },
     /// Build the Go harness (kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kubelet,
     /// client-go candidate) and print its path.
@@ -136,6 +140,7 @@ fn main() {
             out,
             compression,
             pause,
+            next,
         } => image::run(
             &binaries,
             &image::Options {
@@ -143,6 +148,7 @@ fn main() {
                 out,
                 compression,
                 pause,
+                next,
             },
         )
         .map(|_| 0),

@@ -77,6 +77,7 @@ pub fn run(deletions: usize) -> anyhow::Result<i32> {
             out: Some(out.clone()),
             compression: Some(1),
             pause: true,
+            next: false,
         },
     )?;
     let pause = out.join("pause.oci.tar");

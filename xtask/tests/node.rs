@@ -9,7 +9,12 @@
 //!   from the downward API's POD_NAME), and the holders' tokens are pod-bound (the fence admits them);
 //! - the fence refused nothing (no 403 for any ServiceAccount of crossplane-system);
 //! - deleting the leader's Pod (the kubelet sends SIGTERM, the replica releases its Lease) hands the
-//!   Lease over to the other Pod, and the time it took is printed.
+//!   Lease over to the other Pod, and the time it took is printed;
+//! - the seed's scenario: while NopResources keep changing, the Deployment controller rolls
+//!   provider-nop from build A to build B (`--next`, reporting `<version>+next`) after an overlay that
+//!   changes only the image tag; the audit-log checker (tests/e2e/src/checker.rs) finds no two holders
+//!   at once, no write outside its writer's term, one version per term and B in the last; every
+//!   NopResource ends Ready and Synced.
 //!
 //! If the node cannot start, the test fails with the reason; it never skips.
 
@@ -19,9 +24,18 @@ use std::{
     time::{Duration, Instant},
 };
 
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, Ordering},
+};
+
 use anyhow::{Context, Result, ensure};
-use k8s_openapi::api::apps::v1::Deployment;
-use kube::{Api, api::ListParams};
+use e2e::checker::{self, Lock};
+use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+use kube::{
+    Api, Client,
+    api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams},
+};
 use testenv::workload;
 
 const NAMESPACE: &str = "crossplane-system";
@@ -47,7 +61,15 @@ fn repo_root() -> PathBuf {
 fn build_images(out: &Path) -> Result<Vec<PathBuf>> {
     let start = Instant::now();
     let xtask = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(["image", "--debug", "--pause", "--compression", "1", "--out"])
+        .args([
+            "image",
+            "--debug",
+            "--pause",
+            "--next",
+            "--compression",
+            "1",
+            "--out",
+        ])
         .arg(out)
         .output()
         .context("running cargo xtask image --debug --pause")?;
@@ -68,7 +90,7 @@ fn build_images(out: &Path) -> Result<Vec<PathBuf>> {
 
 /// The overlay: deploy/ and deploy/fencing/, with each image named by the reference it was imported
 /// under, and nothing else changed.
-fn write_overlay(dir: &Path) -> Result<PathBuf> {
+fn write_overlay(dir: &Path, nop_tag: &str) -> Result<PathBuf> {
     let overlay = dir.join("overlay");
     std::fs::create_dir_all(&overlay)?;
     let root = repo_root().canonicalize()?;
@@ -76,8 +98,9 @@ fn write_overlay(dir: &Path) -> Result<PathBuf> {
     let images: Vec<String> = BINARIES
         .iter()
         .map(|b| {
+            let tag = if *b == "provider-nop" { nop_tag } else { version };
             format!(
-                "- name: crossplane-rs/{b}\n  newName: docker.io/crossplane-rs/{b}\n  newTag: \"{version}\"\n"
+                "- name: crossplane-rs/{b}\n  newName: docker.io/crossplane-rs/{b}\n  newTag: \"{tag}\"\n"
             )
         })
         .collect();
@@ -146,13 +169,15 @@ async fn run(bed: &mut testenv::NodeTestBed, archives: &[PathBuf], work: &Path) 
     for archive in archives {
         bed.node().import(archive)?;
     }
+    bed.node()
+        .import(&work.join("images").join("provider-nop-next.oci.tar"))?;
     eprintln!(
         "[node] {} images imported in {:.1}s",
         archives.len(),
         start.elapsed().as_secs_f64()
     );
 
-    let overlay = write_overlay(work)?;
+    let overlay = write_overlay(work, env!("CARGO_PKG_VERSION"))?;
     kubectl(
         cluster.kubeconfig(),
         &["apply", "--server-side", "-k", &overlay.display().to_string()],
@@ -273,5 +298,193 @@ async fn run(bed: &mut testenv::NodeTestBed, archives: &[PathBuf], work: &Path) 
         refused.first()
     );
     eprintln!("[node] fence refusals: 0");
+
+    rolling_update(&cluster, work).await
+}
+
+/// NopResources changed every few hundred milliseconds while the whole rollout runs.
+const NOP_RESOURCES: usize = 8;
+
+fn nop_api(client: &Client) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("nop.crossplane.io", "v1alpha1", "NopResource");
+    Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk))
+}
+
+fn nop_ready(r: &DynamicObject) -> bool {
+    let conditions = r.data["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    ["Ready", "Synced"].iter().all(|t| {
+        conditions
+            .iter()
+            .any(|c| c["type"] == *t && c["status"] == "True")
+    })
+}
+
+/// The seed's scenario on the node: while NopResources keep changing, the Deployment controller rolls
+/// provider-nop from build A (`0.1.0`) to build B (`0.1.0+next`, image tag `0.1.0-next`), applied as an
+/// image overlay and nothing else. The audit log must show no two holders at once, no write outside
+/// its writer's term, and which version acted in each term; every NopResource ends Ready.
+async fn rolling_update(cluster: &testenv::Cluster, work: &Path) -> Result<()> {
+    let client = cluster.client().await?;
+    let nops = nop_api(&client);
+    for i in 0..NOP_RESOURCES {
+        let r: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "nop.crossplane.io/v1alpha1",
+            "kind": "NopResource",
+            "metadata": { "name": format!("rolling-{i}") },
+            "spec": { "forProvider": {
+                "fields": { "integerField": 0 },
+                "conditionAfter": [{ "time": "0s", "conditionType": "Ready", "conditionStatus": "True" }],
+            } },
+        }))?;
+        nops.create(&PostParams::default(), &r).await?;
+    }
+    let changing = Arc::new(AtomicBool::new(true));
+    let changer = {
+        let (nops, changing) = (nops.clone(), changing.clone());
+        tokio::spawn(async move {
+            let mut n = 0u64;
+            while changing.load(Ordering::Relaxed) {
+                n += 1;
+                let name = format!("rolling-{}", n as usize % NOP_RESOURCES);
+                let patch =
+                    serde_json::json!({ "spec": { "forProvider": { "fields": { "integerField": n } } } });
+                nops.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            anyhow::Ok(n)
+        })
+    };
+
+    let started = Instant::now();
+    let overlay = write_overlay(work, concat!(env!("CARGO_PKG_VERSION"), "-next"))?;
+    kubectl(
+        cluster.kubeconfig(),
+        &["apply", "--server-side", "-k", &overlay.display().to_string()],
+    )?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let next_image = concat!(
+        "docker.io/crossplane-rs/provider-nop:",
+        env!("CARGO_PKG_VERSION"),
+        "-next"
+    );
+    loop {
+        let list = pods
+            .list(&ListParams::default().labels("app.kubernetes.io/name=provider-nop"))
+            .await?
+            .items;
+        let rolled = list.len() == 2
+            && list.iter().all(|p| {
+                workload::is_ready(p)
+                    && p.spec
+                        .as_ref()
+                        .is_some_and(|s| s.containers[0].image.as_deref() == Some(next_image))
+            });
+        if rolled {
+            break;
+        }
+        ensure!(
+            started.elapsed() < READY_TIMEOUT,
+            "provider-nop did not roll to {next_image} within {}s",
+            READY_TIMEOUT.as_secs()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let rolled = started.elapsed();
+    // B leads: the Lease names one of B's Pods.
+    let lease = "crossplane-leader-election-provider-nop";
+    let b_pods: Vec<String> = pods
+        .list(&ListParams::default().labels("app.kubernetes.io/name=provider-nop"))
+        .await?
+        .items
+        .iter()
+        .map(|p| workload::name(p).to_string())
+        .collect();
+    loop {
+        let holders = workload::lease_holders(&client, NAMESPACE).await?;
+        let holder = holders.get(lease).cloned().unwrap_or_default();
+        if b_pods.iter().any(|p| p == workload::holder_pod(&holder)) {
+            break;
+        }
+        ensure!(
+            started.elapsed() < READY_TIMEOUT,
+            "no Pod of build B holds {lease}: {holder:?} (B's Pods: {b_pods:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    changing.store(false, Ordering::Relaxed);
+    let changes = changer.await??;
+
+    // Nothing lost: every NopResource is Ready and Synced at its last generation under build B.
+    let deadline = Instant::now() + HANDOVER_TIMEOUT;
+    loop {
+        let all = nops.list(&ListParams::default()).await?.items;
+        let ready = all.iter().filter(|r| nop_ready(r)).count();
+        if ready == NOP_RESOURCES {
+            break;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "{ready} of {NOP_RESOURCES} NopResources Ready and Synced after the rollout"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+
+    let events = cluster.audit().read()?.events;
+    let lock = Lock::lease(NAMESPACE, lease);
+    let user = format!("system:serviceaccount:{NAMESPACE}:provider-nop");
+    let is_write = |e: &testenv::AuditEvent| e.user == user && e.resource == "nopresources";
+    let writes = events.iter().filter(|e| e.is_write() && is_write(e)).count();
+    let mut violations = checker::check_lock(&events, &lock);
+    violations.extend(checker::check_writes(&events, &lock, is_write));
+    // Which version acted in each term: the versions in the user agents of the holder's writes.
+    let mut versions_per_term = Vec::new();
+    for t in checker::terms(&events, &lock) {
+        let mut versions: Vec<&str> = events
+            .iter()
+            .filter(|e| e.is_write() && e.agent_identity() == Some(t.holder.as_str()))
+            .filter(|e| t.covers(e.received, e.stage_time))
+            .filter_map(|e| {
+                e.user_agent
+                    .split_once('/')
+                    .map(|(_, v)| v.split(' ').next().unwrap_or(v))
+            })
+            .collect();
+        versions.sort();
+        versions.dedup();
+        versions_per_term.push((t.holder.clone(), versions.join(",")));
+    }
+    eprintln!(
+        "[node] rolling update A->B in {:.1}s, {changes} changes; {writes} writes of provider-nop checked, {} violations",
+        rolled.as_secs_f64(),
+        violations.len()
+    );
+    for (holder, versions) in &versions_per_term {
+        eprintln!("[node]   term of {holder}: version {versions}");
+    }
+    ensure!(violations.is_empty(), "violations: {violations:#?}");
+    ensure!(
+        versions_per_term.iter().all(|(_, v)| !v.contains(',')),
+        "a term with two versions: {versions_per_term:?}"
+    );
+    ensure!(
+        versions_per_term
+            .last()
+            .is_some_and(|(_, v)| v.ends_with("+next")),
+        "the last term is not build B's: {versions_per_term:?}"
+    );
+    ensure!(writes > 0, "no write of provider-nop to check");
+    let prefix = format!("system:serviceaccount:{NAMESPACE}:");
+    let refused = events
+        .iter()
+        .filter(|e| e.user.starts_with(&prefix) && e.code == 403)
+        .count();
+    ensure!(
+        refused == 0,
+        "the fence refused {refused} requests during the rolling update"
+    );
     Ok(())
 }
