@@ -15,8 +15,11 @@ use std::{
 };
 
 use anyhow::{Context, bail, ensure};
-use k8s_openapi::api::apps::v1::Deployment;
-use kube::{Api, api::ListParams};
+use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+use kube::{
+    Api,
+    api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams},
+};
 use testenv::workload;
 
 use crate::{image, target_dir};
@@ -163,6 +166,7 @@ async fn measure(
         )
         .await?;
     }
+    let faults = node_faults(bed, &client, &cluster, &lease).await?;
     let pods = workload::wait_deployments(&client, NAMESPACE, &names, 2, READY_TIMEOUT).await?;
     // The kubelet's stats of a new Pod appear after its first housekeeping.
     let memory = {
@@ -265,13 +269,250 @@ async fn measure(
         sorted.last().copied().unwrap_or(f64::NAN)
     )?;
     writeln!(md)?;
+    writeln!(md, "## Faults only a node gives (provider-nop)")?;
+    writeln!(md)?;
+    writeln!(md, "| Fault | What happened |")?;
+    writeln!(md, "|---|---|")?;
+    for (fault, outcome) in &faults.lines {
+        writeln!(md, "| {fault} | {outcome} |")?;
+    }
+    writeln!(md)?;
     writeln!(
         md,
-        "Fence refusals (403 for a crossplane-system ServiceAccount, from the audit log): {refused}."
+        "Fence refusals (403 for a crossplane-system ServiceAccount, from the audit log) over the whole \
+         run: {refused}; late writes of the frozen leader among them: {}.",
+        faults.expected_refusals
     )?;
     let path = testenv::harness::repo_root().join("docs").join("node.md");
     std::fs::write(&path, md).with_context(|| format!("writing {}", path.display()))?;
     eprintln!("[node] wrote {}", path.display());
-    ensure!(refused == 0, "the fence refused {refused} requests");
+    ensure!(
+        refused == faults.expected_refusals,
+        "the fence refused {refused} requests, {} of them the frozen leader's late writes",
+        faults.expected_refusals
+    );
     Ok(())
+}
+
+/// What the node-only faults showed.
+struct Faults {
+    lines: Vec<(String, String)>,
+    /// The frozen leader's refused late writes.
+    expected_refusals: usize,
+}
+
+fn nop_api(client: &kube::Client) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("nop.crossplane.io", "v1alpha1", "NopResource");
+    Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk))
+}
+
+async fn provider_nop_pods(client: &kube::Client) -> anyhow::Result<Vec<Pod>> {
+    Ok(Api::<Pod>::namespaced(client.clone(), NAMESPACE)
+        .list(&ListParams::default().labels("app.kubernetes.io/name=provider-nop"))
+        .await?
+        .items)
+}
+
+async fn leader_pod(client: &kube::Client, lease: &str) -> anyhow::Result<Pod> {
+    let holders = workload::lease_holders(client, NAMESPACE).await?;
+    let holder = holders.get(lease).cloned().unwrap_or_default();
+    provider_nop_pods(client)
+        .await?
+        .into_iter()
+        .find(|p| workload::name(p) == workload::holder_pod(&holder))
+        .with_context(|| format!("no running Pod holds {lease} ({holder:?})"))
+}
+
+/// The container killed under the kubelet, an eviction against the PodDisruptionBudget, and a frozen
+/// leader container (the cgroup freezer, through containerd) while NopResources change.
+async fn node_faults(
+    bed: &mut testenv::NodeTestBed,
+    client: &kube::Client,
+    cluster: &testenv::Cluster,
+    lease: &str,
+) -> anyhow::Result<Faults> {
+    let nop = vec!["provider-nop".to_string()];
+    let mut lines = Vec::new();
+
+    // 1. SIGKILL of the leader's container: the kubelet restarts it in the same Pod.
+    let leader = leader_pod(client, lease).await?;
+    let name = workload::name(&leader).to_string();
+    let id = workload::container_id(&leader).context("the leader's container has no ID")?;
+    let start = Instant::now();
+    bed.node().ctr(&["tasks", "kill", "--signal", "SIGKILL", &id])?;
+    let pods = loop {
+        let pods = workload::wait_deployments(client, NAMESPACE, &nop, 2, READY_TIMEOUT).await?;
+        if pods["provider-nop"]
+            .iter()
+            .any(|p| workload::name(p) == name && workload::restarts(p) >= 1)
+        {
+            break pods;
+        }
+        ensure!(start.elapsed() < READY_TIMEOUT, "{name} was not restarted");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let restarted = start.elapsed();
+    let leaders = workload::wait_one_leader_each(client, NAMESPACE, &pods, HANDOVER_TIMEOUT).await?;
+    let after = leaders
+        .get("provider-nop")
+        .map(|(_, h)| h.clone())
+        .unwrap_or_default();
+    lines.push((
+        "leader's container killed (SIGKILL through containerd)".to_string(),
+        format!(
+            "the kubelet restarted it in the same Pod (restarts 1), Ready again after {:.1} s; {} leads {:.1} s after the kill",
+            restarted.as_secs_f64(),
+            if workload::holder_pod(&after) == name { "the restarted container (same Pod, same identity)" } else { "the other Pod" },
+            start.elapsed().as_secs_f64()
+        ),
+    ));
+
+    // 2. Eviction: the budget (minAvailable 1) lets one Pod go, not the second.
+    let leader = leader_pod(client, lease).await?;
+    let standby = provider_nop_pods(client)
+        .await?
+        .into_iter()
+        .find(|p| workload::name(p) != workload::name(&leader))
+        .context("no standby Pod")?;
+    let evict = |pod: &str| -> anyhow::Result<std::process::Output> {
+        // Through kubectl, which does not retry a 429 (kube's client backs off and retries it).
+        let body = serde_json::json!({
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": { "name": pod, "namespace": NAMESPACE },
+        });
+        let file = std::env::temp_dir().join(format!("eviction-{pod}.json"));
+        std::fs::write(&file, body.to_string())?;
+        let out = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(cluster.kubeconfig())
+            .args([
+                "create",
+                "--raw",
+                &format!("/api/v1/namespaces/{NAMESPACE}/pods/{pod}/eviction"),
+                "-f",
+            ])
+            .arg(&file)
+            .output()?;
+        let _ = std::fs::remove_file(&file);
+        Ok(out)
+    };
+    let first = evict(workload::name(&standby))?;
+    ensure!(
+        first.status.success(),
+        "evicting the standby Pod failed: {}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let second = evict(workload::name(&leader))?;
+    let message = String::from_utf8_lossy(&second.stderr).into_owned();
+    ensure!(
+        !second.status.success() && message.contains("disruption budget"),
+        "the PodDisruptionBudget let both provider-nop Pods be evicted ({message})"
+    );
+    lines.push((
+        "eviction of both Pods against the PodDisruptionBudget (minAvailable 1)".to_string(),
+        "the standby's eviction admitted; the leader's refused (429, \"would violate the pod's disruption budget\")"
+            .to_string(),
+    ));
+    workload::wait_deployments(client, NAMESPACE, &nop, 2, READY_TIMEOUT).await?;
+
+    // 3. The leader's container frozen (cgroup freezer) while NopResources change; the other Pod takes
+    // over; once thawed, every write the frozen leader still sends must be refused by the fence.
+    let nops = nop_api(client);
+    for i in 0..4 {
+        let r: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "nop.crossplane.io/v1alpha1",
+            "kind": "NopResource",
+            "metadata": { "name": format!("freeze-{i}") },
+            "spec": { "forProvider": {
+                "fields": { "integerField": 0 },
+                "conditionAfter": [{ "time": "0s", "conditionType": "Ready", "conditionStatus": "True" }],
+            } },
+        }))?;
+        nops.create(&PostParams::default(), &r).await?;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let leader = leader_pod(client, lease).await?;
+    let name = workload::name(&leader).to_string();
+    let id = workload::container_id(&leader).context("the leader's container has no ID")?;
+    let restarts_before = workload::restarts(&leader);
+    bed.node().ctr(&["tasks", "pause", &id])?;
+    let frozen = Instant::now();
+    let patcher = {
+        let nops = nops.clone();
+        tokio::spawn(async move {
+            for n in 1..=u64::MAX {
+                let patch =
+                    serde_json::json!({ "spec": { "forProvider": { "fields": { "integerField": n } } } });
+                let name = format!("freeze-{}", n % 4);
+                if nops
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    };
+    let (new_holder, took) =
+        workload::wait_holder_other_than(client, NAMESPACE, lease, &name, HANDOVER_TIMEOUT).await?;
+    let taken_over = jiff::Timestamp::now();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    bed.node().ctr(&["tasks", "resume", &id])?;
+    let frozen_for = frozen.elapsed();
+    // The thawed leader's late writes, seen in the audit log within 15 s of the thaw.
+    let late = |events: &[testenv::AuditEvent]| -> Vec<testenv::AuditEvent> {
+        events
+            .iter()
+            .filter(|e| {
+                e.is_write()
+                    && e.agent_identity() == Some(name.as_str())
+                    && e.resource != "leases"
+                    && e.resource != "events"
+                    && e.received > taken_over
+            })
+            .cloned()
+            .collect()
+    };
+    let thawed = Instant::now();
+    let mut late_writes = Vec::new();
+    while thawed.elapsed() < Duration::from_secs(15) {
+        late_writes = late(&cluster.audit().read()?.events);
+        if !late_writes.is_empty() && thawed.elapsed() > Duration::from_secs(5) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    patcher.abort();
+    let refused = late_writes.iter().filter(|e| e.code == 403).count();
+    ensure!(
+        refused == late_writes.len(),
+        "the fence let {} of the frozen leader's {} late writes through",
+        late_writes.len() - refused,
+        late_writes.len()
+    );
+    let pods = workload::wait_deployments(client, NAMESPACE, &nop, 2, READY_TIMEOUT).await?;
+    let frozen_restarts = pods["provider-nop"]
+        .iter()
+        .find(|p| workload::name(p) == name)
+        .map(workload::restarts)
+        .unwrap_or(0)
+        - restarts_before;
+    lines.push((
+        "leader's container frozen (cgroup freezer through containerd) while NopResources change".to_string(),
+        format!(
+            "{new_holder} took over {:.1} s after the freeze (the Lease lasts 60 s); thawed after {:.1} s; \
+             the kubelet restarted the frozen container {frozen_restarts} time(s) (its liveness probe times out while frozen); \
+             {} late writes of the frozen leader, {refused} refused by the fence",
+            took.as_secs_f64(),
+            frozen_for.as_secs_f64(),
+            late_writes.len()
+        ),
+    ));
+    Ok(Faults {
+        lines,
+        expected_refusals: refused,
+    })
 }

@@ -228,6 +228,27 @@ impl Node {
         Ok(())
     }
 
+    /// Runs `ctr --namespace k8s.io <args>` against the node's containerd (the namespace the CRI uses),
+    /// e.g. `tasks kill --signal SIGKILL <container>` or `tasks pause <container>` (the cgroup freezer),
+    /// for faults under the kubelet's feet.
+    pub fn ctr(&self, args: &[&str]) -> Result<String> {
+        let out = Command::new("ctr")
+            .arg("--address")
+            .arg(&self.socket)
+            .args(["--namespace", "k8s.io"])
+            .args(args)
+            .output()
+            .map_err(Error::io("running ctr (Debian package containerd)", "ctr"))?;
+        if !out.status.success() {
+            return Err(Error::Unexpected(format!(
+                "`ctr {}` failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
     /// Removes every Pod sandbox through the CRI, then stops the kubelet and containerd.
     fn stop(&mut self) -> Result<()> {
         self.kubelet.stop(STOP_GRACE)?;

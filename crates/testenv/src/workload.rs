@@ -48,6 +48,19 @@ pub fn app(pod: &Pod) -> String {
         .unwrap_or_default()
 }
 
+/// The runtime's ID of `pod`'s first container (`containerd://<id>` in its status), while it runs.
+pub fn container_id(pod: &Pod) -> Option<String> {
+    let id = pod
+        .status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .first()?
+        .container_id
+        .clone()?;
+    Some(id.split_once("://").map(|(_, id)| id.to_string()).unwrap_or(id))
+}
+
 /// The Pod name in a Lease holder identity (`<pod>` or `<pod>_<suffix>`).
 pub fn holder_pod(identity: &str) -> &str {
     identity.split('_').next().unwrap_or(identity)
@@ -215,6 +228,37 @@ pub async fn delete_leader(
         if start.elapsed() > timeout {
             return Err(Error::Timeout {
                 what: format!("Lease {lease} to leave the deleted Pod {leader_pod} (holder now {now:?})"),
+                seconds: timeout.as_secs(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until `lease` names a holder whose Pod is not `pod`; returns that holder and how long it took.
+pub async fn wait_holder_other_than(
+    client: &Client,
+    namespace: &str,
+    lease: &str,
+    pod: &str,
+    timeout: Duration,
+) -> Result<(String, Duration)> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let start = Instant::now();
+    loop {
+        let now = leases
+            .get(lease)
+            .await
+            .map_err(Error::kube("reading a Lease"))?
+            .spec
+            .and_then(|s| s.holder_identity)
+            .unwrap_or_default();
+        if !now.is_empty() && holder_pod(&now) != pod {
+            return Ok((now, start.elapsed()));
+        }
+        if start.elapsed() > timeout {
+            return Err(Error::Timeout {
+                what: format!("Lease {lease} to leave {pod} (holder now {now:?})"),
                 seconds: timeout.as_secs(),
             });
         }
