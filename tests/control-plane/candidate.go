@@ -1,3 +1,5 @@
+//go:build !pauseonly
+
 package main
 
 import (

@@ -1,4 +1,4 @@
-//go:build !candidateonly
+//go:build !candidateonly && !pauseonly
 
 package main
 

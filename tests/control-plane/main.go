@@ -1,11 +1,12 @@
-//go:build !candidateonly
+//go:build !candidateonly && !pauseonly
 
 // Command harness is the crossplane-rs test bed: one binary that runs a real
-// etcd, kube-apiserver, a kube-controller-manager limited to the garbage
-// collector and namespace controllers, and a client-go leader-election
-// candidate used as the interoperability peer and benchmark anchor.
+// etcd, kube-apiserver, a kube-controller-manager limited to the controllers
+// a test bed needs, kube-scheduler and the kubelet (for a test bed with a
+// node), and a client-go leader-election candidate used as the
+// interoperability peer and benchmark anchor.
 //
-// Usage: harness <etcd|kube-apiserver|kube-controller-manager|lease-candidate|version> [flags]
+// Usage: harness <etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|supervise|cri-cleanup|lease-candidate|version> [flags]
 package main
 
 import (
@@ -27,6 +28,14 @@ func main() {
 		os.Exit(runAPIServer(args))
 	case "kube-controller-manager":
 		os.Exit(runControllerManager(args))
+	case "kube-scheduler":
+		os.Exit(runScheduler(args))
+	case "kubelet":
+		os.Exit(runKubelet(args))
+	case "supervise":
+		os.Exit(runSupervise(args))
+	case "cri-cleanup":
+		os.Exit(runCRICleanup(args))
 	case "lease-candidate":
 		os.Exit(runLeaseCandidate(args))
 	case "version":
@@ -41,5 +50,5 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: harness <etcd|kube-apiserver|kube-controller-manager|lease-candidate|version> [flags]")
+	fmt.Fprintln(os.Stderr, "usage: harness <etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|supervise|cri-cleanup|lease-candidate|version> [flags]")
 }

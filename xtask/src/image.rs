@@ -1,12 +1,19 @@
 //! `cargo xtask image [BINARY|--all]`: each binary as an OCI image archive under `target/images/`, built
 //! without a Docker daemon.
 //!
-//! The image has one layer: the release binary at `/usr/local/bin/<binary>`, the shared libraries it
-//! links (found with `ldd`, as a distroless base would ship them), `/etc/passwd` and `/etc/group` with
-//! the non-root user 65532, the CA bundle, and a world-writable `/tmp`. The config runs as
-//! `65532:65532` with the binary as entrypoint, and carries the `org.opencontainers.image.*` labels.
-//! The archive is an OCI image layout in a tar (`oci-archive:` for skopeo). Timestamps are fixed, so
-//! the same binary always gives the same digests.
+//! The image has one layer: a base made of Debian's own packages (`libc6`, `libgcc-s1`,
+//! `ca-certificates`, fetched with `apt-get download` and unpacked with `dpkg-deb`, each recorded under
+//! `/var/lib/dpkg/status.d/` as distroless does, so that scanners see them; nothing is copied out of
+//! the build host), the CA bundle made from `ca-certificates`, the release binary at
+//! `/usr/local/bin/<binary>`, `/etc/passwd` and `/etc/group` with the non-root user 65532, and a
+//! world-writable `/tmp`. The config runs as `65532:65532` with the binary as entrypoint, and carries
+//! the `org.opencontainers.image.*` labels. The archive is an OCI image layout in a tar (`oci-archive:`
+//! for skopeo) whose index names the image by its full reference ([`reference`], the name its
+//! Deployment uses), so that `ctr images import` stores it under that name. Timestamps are fixed, so
+//! the same binary and packages always give the same digests.
+//!
+//! `--pause` also packs the node's sandbox image (`pause`, a static Go binary from the harness module,
+//! no base layer), which the test bed's containerd runs in every Pod instead of pulling one.
 
 use std::{
     collections::{BTreeSet, HashMap},
@@ -68,6 +75,55 @@ pub const BINARIES: &[Binary] = &[
 /// The non-root user and group the images run as.
 pub const USER: &str = "65532:65532";
 
+/// The repository the images are named under.
+pub const REPOSITORY: &str = "crossplane-rs";
+
+/// The Debian packages the base layer is made of: the C library and libgcc (which a Rust binary on
+/// the gnu target links), and the CA certificates.
+const BASE_PACKAGES: &[&str] = &["libc6", "libgcc-s1", "ca-certificates"];
+
+/// The tag of the images: the workspace version.
+pub const TAG: &str = env!("CARGO_PKG_VERSION");
+
+/// The tag of the second builds ([`NEXT`]).
+pub const NEXT_TAG: &str = concat!(env!("CARGO_PKG_VERSION"), "-next");
+
+/// Second builds of provider-nop, reporting the version `<version>+next`: packed by `--next` as the
+/// image `crossplane-rs/provider-nop:<version>-next`, for a rolling update between two builds on the
+/// node (the binary is named for the image inside it).
+pub const NEXT: &[(&str, Binary)] = &[(
+    "provider-nop",
+    Binary {
+        package: "e2e",
+        name: "e2e-provider-nop-next",
+        description: "Crossplane provider-nop, in Rust (second build, version <version>+next)",
+        cmd: &[],
+    },
+)];
+
+/// The name containerd's CRI looks a Deployment's image up by: the name in deploy/
+/// (`crossplane-rs/<name>:<version>`) with the registry that a name without one means (`docker.io`).
+/// `ctr images import` stores the name in the index verbatim.
+pub fn full_reference(name: &str) -> String {
+    full_reference_tagged(name, TAG)
+}
+
+/// [`full_reference`] with another tag.
+pub fn full_reference_tagged(name: &str, tag: &str) -> String {
+    format!("docker.io/{REPOSITORY}/{name}:{tag}")
+}
+
+/// What one image holds.
+struct Spec<'a> {
+    name: &'a str,
+    description: &'a str,
+    cmd: &'a [&'a str],
+    /// Whether the image has the Debian base layer (a dynamically linked binary needs it).
+    base: bool,
+    /// Its tag.
+    tag: &'a str,
+}
+
 /// How `cargo xtask image` builds.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
@@ -77,6 +133,10 @@ pub struct Options {
     pub out: Option<PathBuf>,
     /// gzip level of the layer (default 6; the image test uses 1 to stay quick).
     pub compression: Option<u32>,
+    /// Also pack the node's sandbox image, `pause.oci.tar`.
+    pub pause: bool,
+    /// Also pack the second builds ([`NEXT`]) as `<name>-next.oci.tar`.
+    pub next: bool,
 }
 
 /// Looks the binaries up by name (all when `names` is empty).
@@ -149,11 +209,55 @@ pub fn run(names: &[String], options: &Options) -> anyhow::Result<Vec<PathBuf>> 
         );
         archives.push(archive);
     }
+    if options.next {
+        let builds: Vec<&Binary> = NEXT.iter().map(|(_, b)| b).collect();
+        let next_dir = cargo_build(&builds, !options.debug)?;
+        for (name, b) in NEXT {
+            let archive = out_dir.join(format!("{name}-next.oci.tar"));
+            let spec = Spec {
+                name,
+                description: b.description,
+                cmd: b.cmd,
+                base: true,
+                tag: NEXT_TAG,
+            };
+            pack(&spec, &next_dir.join(b.name), &archive, level)?;
+            eprintln!("[image] {}", archive.display());
+            archives.push(archive);
+        }
+    }
+    if options.pause {
+        let binary =
+            testenv::harness::ensure_pause_built(&target_dir()).context("building the pause binary (Go)")?;
+        let archive = out_dir.join("pause.oci.tar");
+        let spec = Spec {
+            name: "pause",
+            description: "The sandbox (pause) process of the test bed's node: waits for SIGTERM",
+            cmd: &[],
+            base: false,
+            tag: TAG,
+        };
+        pack(&spec, &binary, &archive, level)?;
+        eprintln!("[image] {}", archive.display());
+        archives.push(archive);
+    }
     Ok(archives)
 }
 
 /// Packs `binary` as the image of `b` into the OCI archive `archive`.
 pub fn build_image(b: &Binary, binary: &Path, archive: &Path, level: Compression) -> anyhow::Result<()> {
+    let spec = Spec {
+        name: b.name,
+        description: b.description,
+        cmd: b.cmd,
+        base: true,
+        tag: TAG,
+    };
+    pack(&spec, binary, archive, level)
+}
+
+/// Packs `binary` as the image `b` describes into the OCI archive `archive`.
+fn pack(b: &Spec, binary: &Path, archive: &Path, level: Compression) -> anyhow::Result<()> {
     let version = env!("CARGO_PKG_VERSION");
     let layer_tar = rootfs_layer(b, binary)?;
     let diff_id = sha256(&layer_tar);
@@ -219,7 +323,7 @@ pub fn build_image(b: &Binary, binary: &Path, archive: &Path, level: Compression
     manifest_desc.set_annotations(Some(
         [(
             "org.opencontainers.image.ref.name".to_string(),
-            version.to_string(),
+            full_reference_tagged(b.name, b.tag),
         )]
         .into(),
     ));
@@ -246,61 +350,210 @@ pub fn build_image(b: &Binary, binary: &Path, archive: &Path, level: Compression
 }
 
 /// The uncompressed tar of the image's file system.
-fn rootfs_layer(b: &Binary, binary: &Path) -> anyhow::Result<Vec<u8>> {
-    let mut t = tar::Builder::new(Vec::new());
-    for dir in [
-        "etc",
-        "tmp",
-        "usr",
-        "usr/local",
-        "usr/local/bin",
-        "home",
-        "home/nonroot",
-    ] {
-        let mode = if dir == "tmp" { 0o1777 } else { 0o755 };
-        append_dir(&mut t, dir, mode)?;
+fn rootfs_layer(b: &Spec, binary: &Path) -> anyhow::Result<Vec<u8>> {
+    let mut layer = Layer::default();
+    if b.base {
+        let mut bundle = Vec::new();
+        for package in BASE_PACKAGES {
+            layer.add_package(&deb_archive(package)?, &mut bundle)?;
+        }
+        layer.file("etc/ssl/certs/ca-certificates.crt", &bundle, 0o644)?;
     }
+    for dir in ["etc", "usr/local/bin", "home/nonroot"] {
+        layer.dir(dir, 0o755)?;
+    }
+    layer.dir("tmp", 0o1777)?;
     let passwd =
         "root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n";
-    append(&mut t, "etc/passwd", passwd.as_bytes(), 0o644)?;
-    append(&mut t, "etc/group", b"root:x:0:\nnonroot:x:65532:\n", 0o644)?;
-    if let Ok(ca) = std::fs::read("/etc/ssl/certs/ca-certificates.crt") {
-        append_dir(&mut t, "etc/ssl", 0o755)?;
-        append_dir(&mut t, "etc/ssl/certs", 0o755)?;
-        append(&mut t, "etc/ssl/certs/ca-certificates.crt", &ca, 0o644)?;
-    }
+    layer.file("etc/passwd", passwd.as_bytes(), 0o644)?;
+    layer.file("etc/group", b"root:x:0:\nnonroot:x:65532:\n", 0o644)?;
     let bytes = std::fs::read(binary).with_context(|| format!("reading {}", binary.display()))?;
-    append(&mut t, &format!("usr/local/bin/{}", b.name), &bytes, 0o755)?;
-    let mut dirs = BTreeSet::new();
-    for lib in shared_libraries(binary)? {
-        let rel = lib.strip_prefix("/").unwrap_or(&lib).to_path_buf();
-        for parent in rel.ancestors().skip(1).collect::<Vec<_>>().into_iter().rev() {
-            if !parent.as_os_str().is_empty() && dirs.insert(parent.to_path_buf()) {
-                append_dir(&mut t, &parent.to_string_lossy(), 0o755)?;
-            }
-        }
-        let content = std::fs::read(&lib).with_context(|| format!("reading {}", lib.display()))?;
-        append(&mut t, &rel.to_string_lossy(), &content, 0o755)?;
-    }
-    Ok(t.into_inner()?)
+    layer.file(&format!("usr/local/bin/{}", b.name), &bytes, 0o755)?;
+    Ok(layer.tar.into_inner()?)
 }
 
-/// The shared libraries `ldd` resolves for `binary`, including the dynamic loader.
-fn shared_libraries(binary: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let out = Command::new("ldd").arg(binary).output().context("running ldd")?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let mut libs = Vec::new();
-    for line in text.lines() {
-        // "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)" or "/lib64/ld-linux-x86-64.so.2 (0x...)"
-        let path = match line.split_once("=>") {
-            Some((_, rhs)) => rhs.split_whitespace().next(),
-            None => line.split_whitespace().next().filter(|p| p.starts_with('/')),
-        };
-        if let Some(p) = path.filter(|p| p.starts_with('/')) {
-            libs.push(PathBuf::from(p));
+/// A layer being written: each directory once, parents before children.
+struct Layer {
+    tar: tar::Builder<Vec<u8>>,
+    dirs: BTreeSet<String>,
+}
+
+impl Default for Layer {
+    fn default() -> Self {
+        Layer {
+            tar: tar::Builder::new(Vec::new()),
+            dirs: BTreeSet::new(),
         }
     }
-    Ok(libs)
+}
+
+impl Layer {
+    /// Adds `path` (and its missing parents) as a directory.
+    fn dir(&mut self, path: &str, mode: u32) -> anyhow::Result<()> {
+        let path = path.trim_end_matches('/');
+        if path.is_empty() || self.dirs.contains(path) {
+            return Ok(());
+        }
+        if let Some((parent, _)) = path.rsplit_once('/') {
+            self.dir(parent, 0o755)?;
+        }
+        append_dir(&mut self.tar, path, mode)?;
+        self.dirs.insert(path.to_string());
+        Ok(())
+    }
+
+    fn parent(&mut self, path: &str) -> anyhow::Result<()> {
+        match path.rsplit_once('/') {
+            Some((parent, _)) => self.dir(parent, 0o755),
+            None => Ok(()),
+        }
+    }
+
+    /// Adds a regular file.
+    fn file(&mut self, path: &str, data: &[u8], mode: u32) -> anyhow::Result<()> {
+        self.parent(path)?;
+        append(&mut self.tar, path, data, mode)
+    }
+
+    /// Adds the files of the Debian package `deb` (without its manuals and documentation, but with its
+    /// copyright), its control record as `/var/lib/dpkg/status.d/<package>`, and appends every CA
+    /// certificate it ships to `bundle`.
+    fn add_package(&mut self, deb: &Path, bundle: &mut Vec<u8>) -> anyhow::Result<()> {
+        let control = dpkg_deb(&["--field"], deb)?;
+        let control = String::from_utf8(control).context("dpkg-deb --field printed non-UTF-8")?;
+        let package = control
+            .lines()
+            .find_map(|l| l.strip_prefix("Package: "))
+            .with_context(|| format!("{} has no Package field", deb.display()))?
+            .trim()
+            .to_string();
+        let data = dpkg_deb(&["--fsys-tarfile"], deb)?;
+        let mut archive = tar::Archive::new(data.as_slice());
+        let mut certs = Vec::new();
+        for entry in archive.entries()? {
+            let mut entry = entry?;
+            let path = entry
+                .path()?
+                .to_string_lossy()
+                .trim_start_matches("./")
+                .to_string();
+            if path.is_empty() || !keep_from_package(&path) {
+                continue;
+            }
+            let mode = entry.header().mode()?;
+            match entry.header().entry_type() {
+                tar::EntryType::Directory => self.dir(&path, mode)?,
+                tar::EntryType::Symlink => {
+                    let target = entry
+                        .link_name()?
+                        .with_context(|| format!("symlink {path} without a target in {}", deb.display()))?
+                        .into_owned();
+                    self.parent(&path)?;
+                    let mut h = header(0, mode, tar::EntryType::Symlink);
+                    self.tar.append_link(&mut h, &path, target)?;
+                }
+                tar::EntryType::Regular => {
+                    let mut data = Vec::new();
+                    std::io::Read::read_to_end(&mut entry, &mut data)?;
+                    if path.starts_with("usr/share/ca-certificates/") && path.ends_with(".crt") {
+                        certs.push((path.clone(), data.clone()));
+                    }
+                    self.file(&path, &data, mode)?;
+                }
+                other => bail!("{}: unexpected entry {path} of type {other:?}", deb.display()),
+            }
+        }
+        certs.sort();
+        for (_, pem) in certs {
+            bundle.extend_from_slice(&pem);
+            if !pem.ends_with(b"\n") {
+                bundle.push(b'\n');
+            }
+        }
+        self.file(
+            &format!("var/lib/dpkg/status.d/{package}"),
+            control.as_bytes(),
+            0o644,
+        )
+    }
+}
+
+/// Whether a package's file goes into the image: not its manuals, translations or documentation
+/// (except the copyright).
+fn keep_from_package(path: &str) -> bool {
+    let dropped = [
+        "usr/share/man/",
+        "usr/share/locale/",
+        "usr/share/info/",
+        "usr/share/lintian/",
+    ];
+    if dropped.iter().any(|d| path.starts_with(d)) {
+        return false;
+    }
+    match path.strip_prefix("usr/share/doc/") {
+        Some(rest) => !rest.contains('/') || rest.ends_with("/copyright"),
+        None => true,
+    }
+}
+
+/// `dpkg-deb <args> <deb>`'s output.
+fn dpkg_deb(args: &[&str], deb: &Path) -> anyhow::Result<Vec<u8>> {
+    let out = Command::new("dpkg-deb")
+        .args(args)
+        .arg(deb)
+        .output()
+        .context("running dpkg-deb (the images' base layer is made of Debian packages; run on Debian)")?;
+    if !out.status.success() {
+        bail!(
+            "dpkg-deb {} {} failed: {}",
+            args.join(" "),
+            deb.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(out.stdout)
+}
+
+/// The `.deb` of `package`, downloaded once with `apt-get download` into `target/images/debs/`.
+fn deb_archive(package: &str) -> anyhow::Result<PathBuf> {
+    let dir = target_dir().join("images").join("debs");
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let find = || -> anyhow::Result<Option<PathBuf>> {
+        let prefix = format!("{package}_");
+        let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".deb"))
+            })
+            .collect();
+        found.sort();
+        Ok(found.pop())
+    };
+    if let Some(deb) = find()? {
+        return Ok(deb);
+    }
+    eprintln!("[image] apt-get download {package} (base layer)");
+    let out = Command::new("apt-get")
+        .args(["download", "-qq", package])
+        .current_dir(&dir)
+        .output()
+        .context("running apt-get download (the images' base layer is made of Debian packages)")?;
+    if !out.status.success() {
+        bail!(
+            "apt-get download {package} failed: {}. The images' base layer is made of Debian packages; \
+             run on Debian with working apt sources (apt-get update)",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    find()?.with_context(|| {
+        format!(
+            "apt-get download {package} left no {package}_*.deb in {}",
+            dir.display()
+        )
+    })
 }
 
 fn header(size: u64, mode: u32, kind: tar::EntryType) -> tar::Header {

@@ -6,12 +6,15 @@
 //!   its generated RBAC, an XR composed, a leader killed and the handover measured.
 //! - `cargo xtask control-plane up|down|status` leaves a control plane running for people and kubectl.
 //! - `cargo xtask generate [--check]` writes deploy/ (CRDs, RBAC, Deployments) from the code.
-//! - `cargo xtask image [BINARY|--all]` packs release binaries as OCI image archives.
+//! - `cargo xtask image [BINARY|--all] [--pause]` packs release binaries as OCI image archives (and the
+//!   node's sandbox image).
 //! - `cargo xtask harness` only builds the harness.
 //! - `cargo xtask bench [--quick]` measures our elector against client-go's and writes `docs/benchmarks.*`.
 //! - `cargo xtask chaos [--changes N] [--fence-after N]` runs the full fault schedule (issue 8), first
 //!   without and then with the server-side fence, prints its summary and writes
 //!   `docs/reliability.md` and `docs/reliability.json`.
+//! - `cargo xtask node-bench [--deletions N]` runs deploy/ as Pods on a real node (containerd, kubelet),
+//!   times the handover when the leader's Pod is deleted and writes `docs/node.md`.
 #![forbid(unsafe_code)]
 
 mod bench;
@@ -21,6 +24,7 @@ mod control_plane;
 mod demo;
 mod generate;
 mod image;
+mod node;
 mod prereq;
 mod test;
 mod upstream;
@@ -86,9 +90,24 @@ enum Command {
         /// gzip level of the layer, 0-9 (default 6).
         #[arg(long, value_name = "LEVEL")]
         compression: Option<u32>,
+        /// Also pack the test bed node's sandbox image (pause.oci.tar, a static Go binary).
+        #[arg(long)]
+        pause: bool,
+        /// Also pack provider-nop's second build (version <version>+next) as provider-nop-next.oci.tar,
+        /// tagged <version>-next, for a rolling update between two builds.
+        #[arg(long)]
+        next: bool,
     },
-    /// Build the Go harness (kube-apiserver, etcd, kube-controller-manager, client-go candidate) and print its path.
+    /// Build the Go harness (kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kubelet,
+    /// client-go candidate) and print its path.
     Harness,
+    /// Run deploy/ on a test bed with a real node (containerd, kubelet); delete provider-nop's leader Pod
+    /// repeatedly and time the handover; read each Pod's memory; write docs/node.md.
+    NodeBench {
+        /// How many times the leader's Pod is deleted.
+        #[arg(long, default_value_t = 20)]
+        deletions: usize,
+    },
     /// Measure the Rust elector against client-go's on a fresh control plane; write docs/benchmarks.md and .svg.
     Bench {
         /// Fewer repetitions and shorter windows (about 8 minutes instead of about 25).
@@ -128,16 +147,21 @@ fn main() {
             debug,
             out,
             compression,
+            pause,
+            next,
         } => image::run(
             &binaries,
             &image::Options {
                 debug,
                 out,
                 compression,
+                pause,
+                next,
             },
         )
         .map(|_| 0),
         Command::Bench { quick } => bench::run(quick),
+        Command::NodeBench { deletions } => node::run(deletions),
         Command::Chaos {
             changes,
             nop_resources,

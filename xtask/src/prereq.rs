@@ -65,6 +65,23 @@ const TOOLS: &[Tool] = &[
         packages: &["skopeo", "umoci"],
         present: || on_path("skopeo") && on_path("umoci"),
     },
+    Tool {
+        purpose: "containerd and runc for the test bed's node",
+        packages: &["containerd", "runc"],
+        present: || on_path("containerd") && on_path("ctr") && on_path("runc"),
+    },
+    Tool {
+        purpose: "the CNI plugins (bridge, host-local) for the node's Pod network",
+        packages: &["containernetworking-plugins"],
+        present: || {
+            Path::new("/usr/lib/cni/bridge").is_file() && Path::new("/usr/lib/cni/host-local").is_file()
+        },
+    },
+    Tool {
+        purpose: "ip and iptables for the node's bridge and its route to the apiserver",
+        packages: &["iproute2", "iptables"],
+        present: || on_path("ip") && on_path("iptables"),
+    },
 ];
 
 fn is_root() -> bool {

@@ -7,8 +7,11 @@
 //! - `skopeo inspect` reads the manifest: one layer, the same labels;
 //! - `umoci unpack` unpacks it into a runtime bundle, whose `config.json` runs the entrypoint as
 //!   65532:65532;
+//! - the index names the image by the full reference its Deployment uses
+//!   (`docker.io/crossplane-rs/<binary>:<version>`), which is what `ctr images import` stores it under;
+//! - the base layer is Debian's packages, each recorded under `/var/lib/dpkg/status.d/`;
 //! - the unpacked binary runs `--version` inside the unpacked root file system (`chroot`, as user 65532),
-//!   so the shared libraries the image carries are enough.
+//!   so the libraries the image's Debian packages carry are enough.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -104,10 +107,16 @@ fn check_image(archive: &Path, binary: &str, work: &Path) -> Result<()> {
     tar::Archive::new(std::fs::File::open(archive)?)
         .unpack(&layout)
         .with_context(|| format!("extracting {}", archive.display()))?;
+    let full_name = format!("docker.io/crossplane-rs/{binary}:{}", env!("CARGO_PKG_VERSION"));
+    let index = json(&std::fs::read_to_string(layout.join("index.json"))?)?;
+    ensure!(
+        index["manifests"][0]["annotations"]["org.opencontainers.image.ref.name"] == full_name.as_str(),
+        "the index must name the image {full_name}: {index}"
+    );
     run(Command::new("umoci").args([
         "unpack",
         "--image",
-        &format!("{}:{}", layout.display(), env!("CARGO_PKG_VERSION")),
+        &format!("{}:{full_name}", layout.display()),
         &bundle.display().to_string(),
     ]))?;
     let runtime = json(&std::fs::read_to_string(bundle.join("config.json"))?)?;
@@ -126,6 +135,20 @@ fn check_image(archive: &Path, binary: &str, work: &Path) -> Result<()> {
     ensure!(
         passwd.contains(":65532:65532:"),
         "no user 65532 in /etc/passwd:\n{passwd}"
+    );
+
+    for package in ["libc6", "libgcc-s1", "ca-certificates"] {
+        let status = std::fs::read_to_string(rootfs.join("var/lib/dpkg/status.d").join(package))
+            .with_context(|| format!("no dpkg status for {package}"))?;
+        ensure!(
+            status.contains(&format!("Package: {package}")) && status.contains("Version: "),
+            "dpkg status of {package}:\n{status}"
+        );
+    }
+    let bundle = std::fs::read_to_string(rootfs.join("etc/ssl/certs/ca-certificates.crt"))?;
+    ensure!(
+        bundle.matches("BEGIN CERTIFICATE").count() > 50,
+        "the CA bundle from ca-certificates is too small"
     );
 
     // The unpacked binary runs in the unpacked root file system, as the image's user.

@@ -42,7 +42,8 @@ impl Pki {
     }
 
     /// Generates every file, unless they exist already (a restart keeps kubeconfigs and tokens valid).
-    pub(crate) fn generate(dir: &Path) -> Result<Pki> {
+    /// The serving certificate also names `extra_sans` (a node's address, the `kubernetes` Service's IP).
+    pub(crate) fn generate(dir: &Path, extra_sans: &[String]) -> Result<Pki> {
         let pki = Pki::at(dir);
         if pki.sa_key.exists() {
             return Ok(pki);
@@ -52,12 +53,13 @@ impl Pki {
         let serving_ca = ca("crossplane-rs test bed serving CA")?;
         let serving = leaf("kube-apiserver", &[], ExtendedKeyUsagePurpose::ServerAuth)?;
         let mut serving_params = serving.0;
-        serving_params.subject_alt_names = CertificateParams::new(vec![
+        let mut sans = vec![
             "localhost".to_string(),
             "127.0.0.1".to_string(),
             "kubernetes.default.svc".to_string(),
-        ])?
-        .subject_alt_names;
+        ];
+        sans.extend(extra_sans.iter().cloned());
+        serving_params.subject_alt_names = CertificateParams::new(sans)?.subject_alt_names;
         let serving_cert = serving_params.signed_by(&serving.1, &serving_ca)?;
 
         let client_ca = ca("crossplane-rs test bed client CA")?;

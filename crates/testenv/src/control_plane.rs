@@ -1,8 +1,9 @@
 //! Starting, stopping and disrupting a control plane: etcd, kube-apiserver and a kube-controller-manager
-//! limited to the garbage-collector and namespace controllers, each its own process.
+//! limited to the garbage-collector and namespace controllers, each its own process. A control plane for
+//! a node ([`Options::node_ip`]) also runs kube-scheduler and the controllers a Deployment needs.
 
 use std::{
-    net::TcpStream,
+    net::{IpAddr, TcpStream},
     path::{Path, PathBuf},
     time::{Duration, Instant},
 };
@@ -34,6 +35,30 @@ const STOP_GRACE: Duration = Duration::from_secs(15);
 /// release).
 const AUDIT_POLICY: &str = r#"{"apiVersion":"audit.k8s.io/v1","kind":"Policy","omitStages":[],"rules":[{"level":"Request","verbs":["create","update","patch"],"resources":[{"group":"coordination.k8s.io","resources":["leases"]},{"group":"","resources":["configmaps"]}]},{"level":"Metadata"}]}"#;
 
+/// The controllers every test bed runs: Crossplane's RBAC relies on ClusterRole aggregation.
+const CONTROLLERS: &str =
+    "garbage-collector-controller,namespace-controller,clusterrole-aggregation-controller";
+
+/// The controllers a node's Deployments need besides [`CONTROLLERS`]: Deployments, ReplicaSets and
+/// PodDisruptionBudgets, the `kube-root-ca.crt` ConfigMap that projected tokens carry, each namespace's
+/// default ServiceAccount, the node's taints and the removal of orphaned Pods.
+const NODE_CONTROLLERS: &str = "deployment-controller,replicaset-controller,disruption-controller,\
+root-ca-certificate-publisher-controller,serviceaccount-controller,node-lifecycle-controller,\
+pod-garbage-collector-controller,taint-eviction-controller";
+
+/// The ClusterIP of the `kubernetes` Service (the first address of the service range), which Pods
+/// reach the apiserver through.
+pub const KUBERNETES_SERVICE_IP: &str = "10.0.0.1";
+
+/// How a control plane is started.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// For a test bed with a node: the node's address, which the apiserver then listens on (instead of
+    /// 127.0.0.1) so that Pods reach it. It also enables the ServiceAccount admission plugin (projected
+    /// tokens), kube-scheduler and the controllers a Deployment needs.
+    pub node_ip: Option<IpAddr>,
+}
+
 /// What is written to `testbed.json` in the test bed's directory, so that tests and later `xtask`
 /// commands find a running control plane.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -49,6 +74,9 @@ pub struct State {
     pub apiserver_port: u16,
     /// PIDs of the running components, by name.
     pub pids: Vec<(String, u32)>,
+    /// The node's address, for a test bed with a node.
+    #[serde(default)]
+    pub node_ip: Option<IpAddr>,
 }
 
 impl State {
@@ -90,19 +118,38 @@ pub struct ControlPlane {
     etcd: Component,
     apiserver: Component,
     controller_manager: Component,
+    scheduler: Option<Component>,
 }
 
 impl ControlPlane {
     /// Starts a control plane in `dir` with the harness binary `harness`. With `detached`, its processes
     /// outlive this one (for `cargo xtask control-plane up`); otherwise they exit with it.
     pub async fn start(dir: &Path, harness: &Path, detached: bool) -> Result<ControlPlane> {
+        ControlPlane::start_with(dir, harness, detached, &Options::default()).await
+    }
+
+    /// [`ControlPlane::start`] with `options`.
+    pub async fn start_with(
+        dir: &Path,
+        harness: &Path,
+        detached: bool,
+        options: &Options,
+    ) -> Result<ControlPlane> {
         std::fs::create_dir_all(dir).map_err(Error::io("creating the test bed directory", dir))?;
         let dir = dir
             .canonicalize()
             .map_err(Error::io("resolving the test bed directory", dir))?;
-        let pki = Pki::generate(&dir.join("pki"))?;
+        let extra_sans: Vec<String> = match options.node_ip {
+            Some(ip) => vec![ip.to_string(), KUBERNETES_SERVICE_IP.to_string()],
+            None => Vec::new(),
+        };
+        let pki = Pki::generate(&dir.join("pki"), &extra_sans)?;
         let (etcd_port, etcd_peer_port, apiserver_port) = (free_port()?, free_port()?, free_port()?);
-        let server = format!("https://127.0.0.1:{apiserver_port}");
+        let bind: IpAddr = options.node_ip.unwrap_or(IpAddr::from([127, 0, 0, 1]));
+        let server = match bind {
+            IpAddr::V6(ip) => format!("https://[{ip}]:{apiserver_port}"),
+            IpAddr::V4(ip) => format!("https://{ip}:{apiserver_port}"),
+        };
         let admin_kubeconfig = dir.join("admin.kubeconfig");
         kubeconfig::write(
             &admin_kubeconfig,
@@ -126,11 +173,11 @@ impl ControlPlane {
             arg("client-port", &etcd_port),
             arg("peer-port", &etcd_peer_port),
         ];
-        let apiserver_args = vec![
+        let mut apiserver_args = vec![
             "kube-apiserver".to_string(),
             arg("etcd-servers", &format!("http://127.0.0.1:{etcd_port}")),
-            arg("bind-address", &"127.0.0.1"),
-            arg("advertise-address", &"127.0.0.1"),
+            arg("bind-address", &bind),
+            arg("advertise-address", &bind),
             arg("secure-port", &apiserver_port),
             arg("tls-cert-file", &pki.serving_cert.display()),
             arg("tls-private-key-file", &pki.serving_key.display()),
@@ -140,7 +187,6 @@ impl ControlPlane {
             arg("service-account-signing-key-file", &pki.sa_key.display()),
             arg("authorization-mode", &"RBAC"),
             arg("service-cluster-ip-range", &"10.0.0.0/24"),
-            arg("disable-admission-plugins", &"ServiceAccount"),
             arg("endpoint-reconciler-type", &"none"),
             arg("allow-privileged", &"true"),
             arg("audit-policy-file", &audit_policy.display()),
@@ -150,16 +196,36 @@ impl ControlPlane {
             arg("audit-log-mode", &"blocking"),
             arg("v", &0),
         ];
-        let kcm_args = vec![
+        // Without a node nothing mounts a token, and the plugin's wait for each namespace's default
+        // ServiceAccount would only slow the suites; with one, Pods need it for their projected tokens.
+        match options.node_ip {
+            None => apiserver_args.push(arg("disable-admission-plugins", &"ServiceAccount")),
+            // The kubelet is reached (logs, exec, stats) at the node's address, never by a DNS lookup.
+            Some(_) => apiserver_args.push(arg("kubelet-preferred-address-types", &"InternalIP")),
+        }
+        let controllers = match options.node_ip {
+            Some(_) => format!("{CONTROLLERS},{NODE_CONTROLLERS}"),
+            None => CONTROLLERS.to_string(),
+        };
+        let mut kcm_args = vec![
             "kube-controller-manager".to_string(),
             arg("kubeconfig", &admin_kubeconfig.display()),
-            arg(
-                "controllers",
-                &"garbage-collector-controller,namespace-controller,clusterrole-aggregation-controller",
-            ),
+            arg("controllers", &controllers),
             arg("leader-elect", &"false"),
             arg("secure-port", &0),
             arg("use-service-account-credentials", &"false"),
+            arg("v", &0),
+        ];
+        if options.node_ip.is_some() {
+            kcm_args.push(arg("root-ca-file", &pki.serving_ca.display()));
+        }
+        let scheduler_args = vec![
+            "kube-scheduler".to_string(),
+            arg("kubeconfig", &admin_kubeconfig.display()),
+            arg("authentication-kubeconfig", &admin_kubeconfig.display()),
+            arg("authorization-kubeconfig", &admin_kubeconfig.display()),
+            arg("leader-elect", &"false"),
+            arg("secure-port", &0),
             arg("v", &0),
         ];
         let component = |name: &str, args: Vec<String>| {
@@ -184,10 +250,14 @@ impl ControlPlane {
                 etcd_peer_port,
                 apiserver_port,
                 pids: Vec::new(),
+                node_ip: options.node_ip,
             },
             etcd: component("etcd", etcd_args),
             apiserver: component("kube-apiserver", apiserver_args),
             controller_manager: component("kube-controller-manager", kcm_args),
+            scheduler: options
+                .node_ip
+                .map(|_| component("kube-scheduler", scheduler_args)),
         };
         match cp.boot().await {
             Ok(()) => Ok(cp),
@@ -206,6 +276,9 @@ impl ControlPlane {
         self.apiserver.start()?;
         self.wait_apiserver().await?;
         self.controller_manager.start()?;
+        if let Some(scheduler) = self.scheduler.as_mut() {
+            scheduler.start()?;
+        }
         self.save()
     }
 
@@ -233,10 +306,12 @@ impl ControlPlane {
         };
         let harness = state.cluster.harness.clone();
         let c = |name: &str| Component::adopt(name, &harness, dir.join(format!("{name}.log")), pid(name));
+        let scheduler = (pid("kube-scheduler") != 0).then(|| c("kube-scheduler"));
         Ok(ControlPlane {
             etcd: c("etcd"),
             apiserver: c("kube-apiserver"),
             controller_manager: c("kube-controller-manager"),
+            scheduler,
             state,
         })
     }
@@ -277,6 +352,7 @@ impl ControlPlane {
     pub fn status(&mut self) -> Vec<(String, Option<u32>, bool)> {
         [&mut self.etcd, &mut self.apiserver, &mut self.controller_manager]
             .into_iter()
+            .chain(self.scheduler.as_mut())
             .map(|c| {
                 let running = c.is_running();
                 (c.name().to_string(), c.pid(), running)
@@ -284,8 +360,11 @@ impl ControlPlane {
             .collect()
     }
 
-    /// Stops every component: the controller manager, then the apiserver, then etcd.
+    /// Stops every component: the scheduler and controller manager, then the apiserver, then etcd.
     pub fn stop(&mut self) -> Result<()> {
+        if let Some(scheduler) = self.scheduler.as_mut() {
+            scheduler.stop(STOP_GRACE)?;
+        }
         self.controller_manager.stop(STOP_GRACE)?;
         self.apiserver.stop(STOP_GRACE)?;
         self.etcd.stop(STOP_GRACE)
@@ -294,6 +373,7 @@ impl ControlPlane {
     fn save(&mut self) -> Result<()> {
         self.state.pids = [&self.etcd, &self.apiserver, &self.controller_manager]
             .into_iter()
+            .chain(self.scheduler.as_ref())
             .filter_map(|c| c.pid().map(|p| (c.name().to_string(), p)))
             .collect();
         self.state.save()

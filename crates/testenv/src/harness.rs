@@ -89,7 +89,7 @@ pub fn ensure_built(target_dir: &Path, mut progress: impl FnMut(&str)) -> Result
     let tmp = out_dir.join("harness.partial");
     progress(&format!(
         "building the Go harness (kube-apiserver {KUBERNETES_VERSION}, etcd, kube-controller-manager, \
-         client-go candidate) into {}; a cold build takes 10-20 minutes on 2 cores",
+         kube-scheduler, kubelet, client-go candidate) into {}; a cold build takes 10-20 minutes on 2 cores",
         binary.display()
     ));
     let mut child = Command::new("go")
@@ -137,34 +137,39 @@ pub fn ensure_built(target_dir: &Path, mut progress: impl FnMut(&str)) -> Result
 /// harness is built, takes seconds (Go's build cache already holds every package).
 pub fn ensure_candidate_built(target_dir: &Path) -> Result<PathBuf> {
     let harness = ensure_built(target_dir, |_| {})?;
-    let binary = harness.with_file_name("lease-candidate");
+    build_tagged(&harness.with_file_name("lease-candidate"), "candidateonly")
+}
+
+/// Returns the test bed node's sandbox ("pause") process, built on its own (`-tags pauseonly`,
+/// `CGO_ENABLED=0`, so a static binary of a few MB) next to where the harness binary of the same cache
+/// key goes. It takes a second and needs no other package of the module.
+pub fn ensure_pause_built(target_dir: &Path) -> Result<PathBuf> {
+    let dir = target_dir.join("harness").join(cache_key()?);
+    std::fs::create_dir_all(&dir).map_err(Error::io("creating the harness cache", &dir))?;
+    build_tagged(&dir.join("pause"), "pauseonly")
+}
+
+/// `go build -tags <tag>` of the harness module into `binary`, unless it is there already.
+fn build_tagged(binary: &Path, tag: &str) -> Result<PathBuf> {
     if binary.exists() {
-        return Ok(binary);
+        return Ok(binary.to_path_buf());
     }
-    let tmp = harness.with_file_name("lease-candidate.partial");
+    let tmp = binary.with_extension("partial");
     let out = Command::new("go")
-        .args([
-            "build",
-            "-tags",
-            "candidateonly",
-            "-trimpath",
-            "-ldflags",
-            &ldflags(),
-            "-o",
-        ])
+        .args(["build", "-tags", tag, "-trimpath", "-ldflags", &ldflags(), "-o"])
         .arg(&tmp)
         .arg(".")
         .current_dir(source_dir())
         .env("CGO_ENABLED", "0")
         .output()
-        .map_err(Error::io("starting `go build -tags candidateonly`", source_dir()))?;
+        .map_err(Error::io("starting `go build -tags`", source_dir()))?;
     if !out.status.success() {
         return Err(Error::Build(format!(
-            "`go build -tags candidateonly` failed ({}):\n{}",
+            "`go build -tags {tag}` failed ({}):\n{}",
             out.status,
             String::from_utf8_lossy(&out.stderr)
         )));
     }
-    std::fs::rename(&tmp, &binary).map_err(Error::io("installing the lease candidate", &binary))?;
-    Ok(binary)
+    std::fs::rename(&tmp, binary).map_err(Error::io("installing a harness binary", binary))?;
+    Ok(binary.to_path_buf())
 }

@@ -30,16 +30,19 @@ pub mod go_candidate;
 pub mod harness;
 pub mod helm;
 mod kubeconfig;
+pub mod node;
 mod ports;
 pub mod postgres;
 pub mod support;
+pub mod workload;
 
 pub use audit::{AuditEvent, AuditLog};
 pub use cluster::{Cluster, client_from};
 pub use component::Component;
-pub use control_plane::{ControlPlane, State};
+pub use control_plane::{ControlPlane, KUBERNETES_SERVICE_IP, Options as ControlPlaneOptions, State};
 pub use error::{Error, Result};
 pub use go_candidate::{CandidateEvent, CandidateOptions, GoCandidate, monotonic_ns};
+pub use node::{Node, NodeNetwork, NodeTestBed};
 
 /// The environment variable through which `cargo xtask test` tells tests where the shared test bed is:
 /// the directory that holds its `testbed.json`.

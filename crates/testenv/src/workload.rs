@@ -1,0 +1,295 @@
+//! Watching workloads on a test bed's node: Deployments' Pods becoming Ready, the Leases their replicas
+//! hold, a leader's Pod deleted and its Lease handed over, and each Pod's memory from the kubelet's
+//! stats.
+
+use std::{
+    collections::BTreeMap,
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::{coordination::v1::Lease, core::v1::Pod};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, ListParams},
+};
+
+use crate::{Error, Result};
+
+/// Whether `pod` is Running and Ready, and not being deleted.
+pub fn is_ready(pod: &Pod) -> bool {
+    let status = pod.status.as_ref();
+    status.and_then(|s| s.phase.as_deref()) == Some("Running")
+        && pod.metadata.deletion_timestamp.is_none()
+        && status
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// The restarts of all of `pod`'s containers.
+pub fn restarts(pod: &Pod) -> i32 {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .map(|cs| cs.iter().map(|c| c.restart_count).sum())
+        .unwrap_or(0)
+}
+
+/// The name of `pod`.
+pub fn name(pod: &Pod) -> &str {
+    pod.metadata.name.as_deref().unwrap_or("")
+}
+
+/// The value of the `app.kubernetes.io/name` label: the Deployment a Pod belongs to.
+pub fn app(pod: &Pod) -> String {
+    pod.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("app.kubernetes.io/name").cloned())
+        .unwrap_or_default()
+}
+
+/// The runtime's ID of `pod`'s first container (`containerd://<id>` in its status), while it runs.
+pub fn container_id(pod: &Pod) -> Option<String> {
+    let id = pod
+        .status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .first()?
+        .container_id
+        .clone()?;
+    Some(id.split_once("://").map(|(_, id)| id.to_string()).unwrap_or(id))
+}
+
+/// The Pod name in a Lease holder identity (`<pod>` or `<pod>_<suffix>`).
+pub fn holder_pod(identity: &str) -> &str {
+    identity.split('_').next().unwrap_or(identity)
+}
+
+/// One line per Pod: phase, readiness, restarts and the first container's state.
+fn describe(pods: &BTreeMap<String, Vec<Pod>>) -> String {
+    let mut lines = Vec::new();
+    for (app, ps) in pods {
+        for p in ps {
+            let s = p.status.as_ref();
+            let state = s
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|cs| cs.first())
+                .and_then(|c| c.state.as_ref())
+                .map(|st| format!("{st:?}"))
+                .unwrap_or_default();
+            lines.push(format!(
+                "{app}: {} phase={} ready={} restarts={} {state}",
+                name(p),
+                s.and_then(|s| s.phase.as_deref()).unwrap_or("?"),
+                is_ready(p),
+                restarts(p),
+            ));
+        }
+    }
+    lines.join("\n")
+}
+
+/// Waits until each Deployment in `deployments` has exactly `replicas` Pods, all Running and Ready
+/// (Pods are told apart by their `app.kubernetes.io/name` label); returns the Pods by Deployment.
+pub async fn wait_deployments(
+    client: &Client,
+    namespace: &str,
+    deployments: &[String],
+    replicas: usize,
+    timeout: Duration,
+) -> Result<BTreeMap<String, Vec<Pod>>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let start = Instant::now();
+    loop {
+        let mut by_app: BTreeMap<String, Vec<Pod>> = BTreeMap::new();
+        for p in pods
+            .list(&ListParams::default())
+            .await
+            .map_err(Error::kube("listing Pods"))?
+            .items
+        {
+            by_app.entry(app(&p)).or_default().push(p);
+        }
+        let done = deployments.iter().all(|d| {
+            by_app
+                .get(d)
+                .is_some_and(|ps| ps.len() == replicas && ps.iter().all(is_ready))
+        });
+        if done {
+            return Ok(by_app);
+        }
+        if start.elapsed() > timeout {
+            return Err(Error::Unexpected(format!(
+                "the Deployments {deployments:?} did not each have {replicas} Ready Pods within {}s:\n{}",
+                timeout.as_secs(),
+                describe(&by_app)
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Every Lease in `namespace` with its holder identity (empty when released).
+pub async fn lease_holders(client: &Client, namespace: &str) -> Result<BTreeMap<String, String>> {
+    let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    Ok(api
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::kube("listing Leases"))?
+        .items
+        .into_iter()
+        .map(|l| {
+            let holder = l.spec.and_then(|s| s.holder_identity).unwrap_or_default();
+            (l.metadata.name.unwrap_or_default(), holder)
+        })
+        .collect())
+}
+
+/// Waits until every Deployment of `pods` holds exactly one Lease in `namespace` (its holder names
+/// one of the Deployment's Pods); returns the Lease of each Deployment with its holder.
+pub async fn wait_one_leader_each(
+    client: &Client,
+    namespace: &str,
+    pods: &BTreeMap<String, Vec<Pod>>,
+    timeout: Duration,
+) -> Result<BTreeMap<String, (String, String)>> {
+    let start = Instant::now();
+    loop {
+        let holders = lease_holders(client, namespace).await?;
+        let mut held: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+        for (lease, holder) in &holders {
+            for (app, ps) in pods {
+                if ps.iter().any(|p| name(p) == holder_pod(holder)) {
+                    held.entry(app.clone())
+                        .or_default()
+                        .push((lease.clone(), holder.clone()));
+                }
+            }
+        }
+        if pods.keys().all(|a| held.get(a).is_some_and(|l| l.len() == 1)) {
+            return Ok(held
+                .into_iter()
+                .filter_map(|(app, mut l)| l.pop().map(|x| (app, x)))
+                .collect());
+        }
+        if start.elapsed() > timeout {
+            return Err(Error::Unexpected(format!(
+                "not one Lease held per Deployment within {}s: Leases {holders:?}",
+                timeout.as_secs()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// A leader's Pod deleted and its Lease taken by another Pod.
+#[derive(Debug, Clone)]
+pub struct Handover {
+    /// The deleted Pod.
+    pub deleted: String,
+    /// The new holder identity.
+    pub new_holder: String,
+    /// From the delete request to the first read of the Lease with the new holder.
+    pub elapsed: Duration,
+}
+
+/// Deletes the Pod that holds `lease` (with its grace period: the kubelet sends SIGTERM) and waits
+/// until another Pod holds the Lease, polling every 20 ms.
+pub async fn delete_leader(
+    client: &Client,
+    namespace: &str,
+    lease: &str,
+    timeout: Duration,
+) -> Result<Handover> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let holder = |l: Lease| l.spec.and_then(|s| s.holder_identity).unwrap_or_default();
+    let leader = holder(leases.get(lease).await.map_err(Error::kube("reading a Lease"))?);
+    let leader_pod = holder_pod(&leader).to_string();
+    if leader_pod.is_empty() {
+        return Err(Error::Unexpected(format!(
+            "Lease {namespace}/{lease} has no holder"
+        )));
+    }
+    let start = Instant::now();
+    pods.delete(&leader_pod, &DeleteParams::default())
+        .await
+        .map_err(Error::kube("deleting the leader's Pod"))?;
+    loop {
+        let now = holder(leases.get(lease).await.map_err(Error::kube("reading a Lease"))?);
+        if !now.is_empty() && holder_pod(&now) != leader_pod {
+            return Ok(Handover {
+                deleted: leader_pod,
+                new_holder: now,
+                elapsed: start.elapsed(),
+            });
+        }
+        if start.elapsed() > timeout {
+            return Err(Error::Timeout {
+                what: format!("Lease {lease} to leave the deleted Pod {leader_pod} (holder now {now:?})"),
+                seconds: timeout.as_secs(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until `lease` names a holder whose Pod is not `pod`; returns that holder and how long it took.
+pub async fn wait_holder_other_than(
+    client: &Client,
+    namespace: &str,
+    lease: &str,
+    pod: &str,
+    timeout: Duration,
+) -> Result<(String, Duration)> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let start = Instant::now();
+    loop {
+        let now = leases
+            .get(lease)
+            .await
+            .map_err(Error::kube("reading a Lease"))?
+            .spec
+            .and_then(|s| s.holder_identity)
+            .unwrap_or_default();
+        if !now.is_empty() && holder_pod(&now) != pod {
+            return Ok((now, start.elapsed()));
+        }
+        if start.elapsed() > timeout {
+            return Err(Error::Timeout {
+                what: format!("Lease {lease} to leave {pod} (holder now {now:?})"),
+                seconds: timeout.as_secs(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Each Pod's working set and RSS in bytes on `node`, from the kubelet's stats summary (through the
+/// apiserver's node proxy), by Pod name.
+pub async fn pod_memory(client: &Client, node: &str) -> Result<BTreeMap<String, (u64, u64)>> {
+    let request = http::Request::get(format!("/api/v1/nodes/{node}/proxy/stats/summary"))
+        .body(Vec::new())
+        .map_err(|e| Error::Unexpected(format!("building a stats request: {e}")))?;
+    let summary: serde_json::Value = client
+        .request(request)
+        .await
+        .map_err(Error::kube("reading the kubelet's stats summary"))?;
+    let mut out = BTreeMap::new();
+    for pod in summary["pods"].as_array().into_iter().flatten() {
+        let Some(name) = pod["podRef"]["name"].as_str() else {
+            continue;
+        };
+        let sum = |field: &str| -> u64 {
+            pod["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["memory"][field].as_u64())
+                .sum()
+        };
+        out.insert(name.to_string(), (sum("workingSetBytes"), sum("rssBytes")));
+    }
+    Ok(out)
+}

@@ -1,0 +1,488 @@
+//! Issue 12: every Deployment in deploy/ runs as Pods from its own image, on a real node.
+//!
+//! A test bed with a node (kube-scheduler, the kubelet, containerd with runc and the CNI plugins; see
+//! `testenv::node`) starts next to the shared control plane; the images from `cargo xtask image --debug
+//! --pause` are imported into its containerd, and `kubectl apply -k` applies deploy/ and deploy/fencing/
+//! through an overlay that only names the imported images. Then:
+//! - every Deployment has 2 Pods, Running and Ready, with 0 container restarts;
+//! - every Lease has one holder, the name of one of its Deployment's running Pods (the identity comes
+//!   from the downward API's POD_NAME), and the holders' tokens are pod-bound (the fence admits them);
+//! - the fence refused nothing (no 403 for any ServiceAccount of crossplane-system);
+//! - deleting the leader's Pod (the kubelet sends SIGTERM, the replica releases its Lease) hands the
+//!   Lease over to the other Pod, and the time it took is printed;
+//! - the seed's scenario: while NopResources keep changing, the Deployment controller rolls
+//!   provider-nop from build A to build B (`--next`, reporting `<version>+next`) after an overlay that
+//!   changes only the image tag; the audit-log checker (tests/e2e/src/checker.rs) finds no two holders
+//!   at once, no write outside its writer's term, one version per term and B in the last; every
+//!   NopResource ends Ready and Synced.
+//!
+//! If the node cannot start, the test fails with the reason; it never skips.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, Ordering},
+};
+
+use anyhow::{Context, Result, ensure};
+use e2e::checker::{self, Lock};
+use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+use kube::{
+    Api, Client,
+    api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams},
+};
+use testenv::workload;
+
+const NAMESPACE: &str = "crossplane-system";
+const BINARIES: [&str; 4] = [
+    "crossplane",
+    "provider-nop",
+    "provider-kubernetes",
+    "provider-sql",
+];
+/// How long the Deployments get to have 2 Ready Pods each, on a loaded 2-core machine.
+const READY_TIMEOUT: Duration = Duration::from_secs(240);
+/// How long a deleted leader's Lease may take to reach the other Pod.
+const HANDOVER_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from(".."))
+}
+
+/// `cargo xtask image --debug --pause` into `out`; the archive paths.
+fn build_images(out: &Path) -> Result<Vec<PathBuf>> {
+    let start = Instant::now();
+    let xtask = Command::new(env!("CARGO_BIN_EXE_xtask"))
+        .args([
+            "image",
+            "--debug",
+            "--pause",
+            "--next",
+            "--compression",
+            "1",
+            "--out",
+        ])
+        .arg(out)
+        .output()
+        .context("running cargo xtask image --debug --pause")?;
+    let log = String::from_utf8_lossy(&xtask.stderr);
+    ensure!(
+        xtask.status.success(),
+        "cargo xtask image --debug --pause failed:\n{log}"
+    );
+    eprintln!(
+        "[node] images built and packed in {:.1}s",
+        start.elapsed().as_secs_f64()
+    );
+    Ok(BINARIES
+        .iter()
+        .map(|b| out.join(format!("{b}.oci.tar")))
+        .collect())
+}
+
+/// The overlay: deploy/ and deploy/fencing/, with each image named by the reference it was imported
+/// under, and nothing else changed.
+fn write_overlay(dir: &Path, nop_tag: &str) -> Result<PathBuf> {
+    let overlay = dir.join("overlay");
+    std::fs::create_dir_all(&overlay)?;
+    let root = repo_root().canonicalize()?;
+    let version = env!("CARGO_PKG_VERSION");
+    let images: Vec<String> = BINARIES
+        .iter()
+        .map(|b| {
+            let tag = if *b == "provider-nop" { nop_tag } else { version };
+            format!(
+                "- name: crossplane-rs/{b}\n  newName: docker.io/crossplane-rs/{b}\n  newTag: \"{tag}\"\n"
+            )
+        })
+        .collect();
+    // kustomize takes only relative paths: up to / from the overlay, then down to the repository.
+    let overlay = overlay.canonicalize()?;
+    let up = "../".repeat(overlay.components().count().saturating_sub(1));
+    let deploy = format!(
+        "{up}{}",
+        root.join("deploy").display().to_string().trim_start_matches('/')
+    );
+    let text = format!(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- {deploy}\n- {deploy}/fencing\nimages:\n{}",
+        images.concat()
+    );
+    std::fs::write(overlay.join("kustomization.yaml"), text)?;
+    Ok(overlay)
+}
+
+fn kubectl(kubeconfig: &Path, args: &[&str]) -> Result<String> {
+    let out = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .context("running kubectl")?;
+    ensure!(
+        out.status.success(),
+        "kubectl {} failed:\n{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_deployment_runs_as_pods_on_a_real_node() -> Result<()> {
+    let shared = testenv::Cluster::shared().context("the node test needs `cargo xtask test`")?;
+    let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("node-test");
+    if work.exists() {
+        std::fs::remove_dir_all(&work)?;
+    }
+    let archives = build_images(&work.join("images"))?;
+    let pause = work.join("images").join("pause.oci.tar");
+
+    let start = Instant::now();
+    let dir = shared.dir.join("node");
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+    }
+    let mut bed = testenv::NodeTestBed::start(&dir, &shared.harness, &pause)
+        .await
+        .context("starting a test bed with a node (containerd, kubelet, kube-scheduler)")?;
+    eprintln!("[node] node Ready in {:.1}s", start.elapsed().as_secs_f64());
+    let result = run(&mut bed, &archives, &work).await;
+    if result.is_err() {
+        let logs = bed.node().dir().to_path_buf();
+        eprintln!("[node] logs under {}", logs.display());
+    }
+    bed.stop().context("stopping the node test bed")?;
+    result
+}
+
+async fn run(bed: &mut testenv::NodeTestBed, archives: &[PathBuf], work: &Path) -> Result<()> {
+    let cluster = bed.cluster().clone();
+    let start = Instant::now();
+    for archive in archives {
+        bed.node().import(archive)?;
+    }
+    bed.node()
+        .import(&work.join("images").join("provider-nop-next.oci.tar"))?;
+    eprintln!(
+        "[node] {} images imported in {:.1}s",
+        archives.len(),
+        start.elapsed().as_secs_f64()
+    );
+
+    let overlay = write_overlay(work, env!("CARGO_PKG_VERSION"))?;
+    kubectl(
+        cluster.kubeconfig(),
+        &["apply", "--server-side", "-k", &overlay.display().to_string()],
+    )?;
+    let applied = Instant::now();
+
+    let client = cluster.client().await?;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let names: Vec<String> = deployments
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter_map(|d| d.metadata.name)
+        .collect();
+    ensure!(names.len() == 5, "deploy/ should hold 5 Deployments: {names:?}");
+    let pods = workload::wait_deployments(&client, NAMESPACE, &names, 2, READY_TIMEOUT).await?;
+    eprintln!(
+        "[node] {} Deployments with 2 Ready Pods each, {:.1}s after kubectl apply",
+        names.len(),
+        applied.elapsed().as_secs_f64()
+    );
+
+    // One leader per Lease, whose identity is its own Pod's name, from the downward API.
+    let leaders = workload::wait_one_leader_each(&client, NAMESPACE, &pods, HANDOVER_TIMEOUT).await?;
+    for (app, (lease, holder)) in &leaders {
+        eprintln!("[node] {app}: Lease {lease} held by {holder}");
+    }
+    for (app, ps) in &pods {
+        for p in ps {
+            let env = p
+                .spec
+                .as_ref()
+                .map(|s| &s.containers[0])
+                .and_then(|c| c.env.as_ref());
+            let from_downward_api = env.is_some_and(|env| {
+                env.iter().any(|e| {
+                    e.name == "POD_NAME"
+                        && e.value_from
+                            .as_ref()
+                            .and_then(|v| v.field_ref.as_ref())
+                            .is_some_and(|f| f.field_path == "metadata.name")
+                })
+            });
+            ensure!(
+                from_downward_api,
+                "{app}: POD_NAME does not come from the downward API"
+            );
+            ensure!(
+                workload::restarts(p) == 0,
+                "{app}: Pod {} restarted",
+                workload::name(p)
+            );
+        }
+    }
+
+    // The leader of provider-nop goes: its Pod is deleted, the kubelet sends SIGTERM, the replica
+    // releases the Lease and the other Pod takes it.
+    let (lease, _) = leaders
+        .get("provider-nop")
+        .context("no Lease held by a provider-nop Pod")?;
+    let handover = workload::delete_leader(&client, NAMESPACE, lease, HANDOVER_TIMEOUT).await?;
+    eprintln!(
+        "[node] deleted the leader's Pod {}; {} took Lease {lease} after {:.0} ms",
+        handover.deleted,
+        handover.new_holder,
+        handover.elapsed.as_secs_f64() * 1000.0
+    );
+    // The standby usually takes it; the Deployment's replacement Pod may win the race for the
+    // released Lease when it starts before the standby's next retry. Either way a provider-nop Pod.
+    ensure!(
+        handover.new_holder.starts_with("provider-nop-")
+            && workload::holder_pod(&handover.new_holder) != handover.deleted,
+        "the Lease went to {}, not to another provider-nop Pod",
+        handover.new_holder
+    );
+    // The Deployment replaces the Pod; everything is back to 2 Ready Pods with no restart.
+    let pods = workload::wait_deployments(&client, NAMESPACE, &names, 2, READY_TIMEOUT).await?;
+    for (app, ps) in &pods {
+        for p in ps {
+            ensure!(
+                workload::restarts(p) == 0,
+                "{app}: Pod {} restarted",
+                workload::name(p)
+            );
+        }
+    }
+
+    // The apiserver reaches the kubelet at the node's address: logs and the kubelet's stats.
+    let leader = &handover.new_holder;
+    let logs = kubectl(
+        cluster.kubeconfig(),
+        &["logs", "-n", NAMESPACE, workload::holder_pod(leader), "--tail=5"],
+    )?;
+    ensure!(!logs.trim().is_empty(), "no logs from {leader}");
+    let memory = workload::pod_memory(&client, testenv::node::NODE_NAME).await?;
+    ensure!(
+        memory.contains_key(workload::holder_pod(leader)),
+        "the kubelet's stats lack {leader}: {memory:?}"
+    );
+
+    // The fence refused nothing: every replica has a pod-bound token and writes only while it holds
+    // its Lease.
+    let prefix = format!("system:serviceaccount:{NAMESPACE}:");
+    let refused: Vec<_> = cluster
+        .audit()
+        .read()?
+        .events
+        .into_iter()
+        .filter(|e| e.user.starts_with(&prefix) && e.code == 403)
+        .collect();
+    ensure!(
+        refused.is_empty(),
+        "{} requests of crossplane-system's ServiceAccounts refused (403), e.g. {:?}",
+        refused.len(),
+        refused.first()
+    );
+    eprintln!("[node] fence refusals: 0");
+
+    rolling_update(&cluster, work).await
+}
+
+/// NopResources changed every few hundred milliseconds while the whole rollout runs.
+const NOP_RESOURCES: usize = 8;
+
+fn nop_api(client: &Client) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("nop.crossplane.io", "v1alpha1", "NopResource");
+    Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk))
+}
+
+fn nop_ready(r: &DynamicObject) -> bool {
+    let conditions = r.data["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    ["Ready", "Synced"].iter().all(|t| {
+        conditions
+            .iter()
+            .any(|c| c["type"] == *t && c["status"] == "True")
+    })
+}
+
+/// The seed's scenario on the node: while NopResources keep changing, the Deployment controller rolls
+/// provider-nop from build A (`0.1.0`) to build B (`0.1.0+next`, image tag `0.1.0-next`), applied as an
+/// image overlay and nothing else. The audit log must show no two holders at once, no write outside
+/// its writer's term, and which version acted in each term; every NopResource ends Ready.
+async fn rolling_update(cluster: &testenv::Cluster, work: &Path) -> Result<()> {
+    let client = cluster.client().await?;
+    let nops = nop_api(&client);
+    for i in 0..NOP_RESOURCES {
+        let r: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "nop.crossplane.io/v1alpha1",
+            "kind": "NopResource",
+            "metadata": { "name": format!("rolling-{i}") },
+            "spec": { "forProvider": {
+                "fields": { "integerField": 0 },
+                "conditionAfter": [{ "time": "0s", "conditionType": "Ready", "conditionStatus": "True" }],
+            } },
+        }))?;
+        nops.create(&PostParams::default(), &r).await?;
+    }
+    let changing = Arc::new(AtomicBool::new(true));
+    let changer = {
+        let (nops, changing) = (nops.clone(), changing.clone());
+        tokio::spawn(async move {
+            let mut n = 0u64;
+            while changing.load(Ordering::Relaxed) {
+                n += 1;
+                let name = format!("rolling-{}", n as usize % NOP_RESOURCES);
+                let patch =
+                    serde_json::json!({ "spec": { "forProvider": { "fields": { "integerField": n } } } });
+                nops.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            anyhow::Ok(n)
+        })
+    };
+
+    let started = Instant::now();
+    let overlay = write_overlay(work, concat!(env!("CARGO_PKG_VERSION"), "-next"))?;
+    kubectl(
+        cluster.kubeconfig(),
+        &["apply", "--server-side", "-k", &overlay.display().to_string()],
+    )?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let next_image = concat!(
+        "docker.io/crossplane-rs/provider-nop:",
+        env!("CARGO_PKG_VERSION"),
+        "-next"
+    );
+    loop {
+        let list = pods
+            .list(&ListParams::default().labels("app.kubernetes.io/name=provider-nop"))
+            .await?
+            .items;
+        let rolled = list.len() == 2
+            && list.iter().all(|p| {
+                workload::is_ready(p)
+                    && p.spec
+                        .as_ref()
+                        .is_some_and(|s| s.containers[0].image.as_deref() == Some(next_image))
+            });
+        if rolled {
+            break;
+        }
+        ensure!(
+            started.elapsed() < READY_TIMEOUT,
+            "provider-nop did not roll to {next_image} within {}s",
+            READY_TIMEOUT.as_secs()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let rolled = started.elapsed();
+    // B leads: the Lease names one of B's Pods.
+    let lease = "crossplane-leader-election-provider-nop";
+    let b_pods: Vec<String> = pods
+        .list(&ListParams::default().labels("app.kubernetes.io/name=provider-nop"))
+        .await?
+        .items
+        .iter()
+        .map(|p| workload::name(p).to_string())
+        .collect();
+    loop {
+        let holders = workload::lease_holders(&client, NAMESPACE).await?;
+        let holder = holders.get(lease).cloned().unwrap_or_default();
+        if b_pods.iter().any(|p| p == workload::holder_pod(&holder)) {
+            break;
+        }
+        ensure!(
+            started.elapsed() < READY_TIMEOUT,
+            "no Pod of build B holds {lease}: {holder:?} (B's Pods: {b_pods:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    changing.store(false, Ordering::Relaxed);
+    let changes = changer.await??;
+
+    // Nothing lost: every NopResource is Ready and Synced at its last generation under build B.
+    let deadline = Instant::now() + HANDOVER_TIMEOUT;
+    loop {
+        let all = nops.list(&ListParams::default()).await?.items;
+        let ready = all.iter().filter(|r| nop_ready(r)).count();
+        if ready == NOP_RESOURCES {
+            break;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "{ready} of {NOP_RESOURCES} NopResources Ready and Synced after the rollout"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+
+    let events = cluster.audit().read()?.events;
+    let lock = Lock::lease(NAMESPACE, lease);
+    let user = format!("system:serviceaccount:{NAMESPACE}:provider-nop");
+    let is_write = |e: &testenv::AuditEvent| e.user == user && e.resource == "nopresources";
+    let writes = events.iter().filter(|e| e.is_write() && is_write(e)).count();
+    let mut violations = checker::check_lock(&events, &lock);
+    violations.extend(checker::check_writes(&events, &lock, is_write));
+    // Which version acted in each term: the versions in the user agents of the holder's writes.
+    let mut versions_per_term = Vec::new();
+    for t in checker::terms(&events, &lock) {
+        let mut versions: Vec<&str> = events
+            .iter()
+            .filter(|e| e.is_write() && e.agent_identity() == Some(t.holder.as_str()))
+            .filter(|e| t.covers(e.received, e.stage_time))
+            .filter_map(|e| {
+                e.user_agent
+                    .split_once('/')
+                    .map(|(_, v)| v.split(' ').next().unwrap_or(v))
+            })
+            .collect();
+        versions.sort();
+        versions.dedup();
+        versions_per_term.push((t.holder.clone(), versions.join(",")));
+    }
+    eprintln!(
+        "[node] rolling update A->B in {:.1}s, {changes} changes; {writes} writes of provider-nop checked, {} violations",
+        rolled.as_secs_f64(),
+        violations.len()
+    );
+    for (holder, versions) in &versions_per_term {
+        eprintln!("[node]   term of {holder}: version {versions}");
+    }
+    ensure!(violations.is_empty(), "violations: {violations:#?}");
+    ensure!(
+        versions_per_term.iter().all(|(_, v)| !v.contains(',')),
+        "a term with two versions: {versions_per_term:?}"
+    );
+    ensure!(
+        versions_per_term
+            .last()
+            .is_some_and(|(_, v)| v.ends_with("+next")),
+        "the last term is not build B's: {versions_per_term:?}"
+    );
+    ensure!(writes > 0, "no write of provider-nop to check");
+    let prefix = format!("system:serviceaccount:{NAMESPACE}:");
+    let refused = events
+        .iter()
+        .filter(|e| e.user.starts_with(&prefix) && e.code == 403)
+        .count();
+    ensure!(
+        refused == 0,
+        "the fence refused {refused} requests during the rolling update"
+    );
+    Ok(())
+}
