@@ -259,18 +259,18 @@ where
         })
     }
 
-    async fn publish(&self, details: &ConnectionDetails) -> Result<(), String> {
-        let Some(target) = self
+    /// Publishes the connection details, if the resource asks for a Secret. On failure records the
+    /// error and returns when to come back.
+    async fn publish(&mut self, details: &ConnectionDetails) -> Option<Requeue> {
+        let target = self
             .mr
             .managed_spec()
-            .connection_secret(self.mr.meta().namespace.as_deref())
-        else {
-            return Ok(());
-        };
-        match connection::publish(&self.shared.client, &self.mr, &target, details).await {
-            Ok(_) => Ok(()),
-            Err(e) => Err(e.to_string()),
-        }
+            .connection_secret(self.mr.meta().namespace.as_deref())?;
+        let e = connection::publish(&self.shared.client, &self.mr, &target, details)
+            .await
+            .err()?;
+        let message = format!("cannot publish connection details: {e}");
+        Some(self.fail(reason::CANNOT_PUBLISH, message, None).await)
     }
 
     async fn reconcile(&mut self) -> Requeue {
@@ -444,14 +444,8 @@ where
             After::Create | After::Sync { .. } => {}
         }
 
-        if let Err(msg) = self.publish(&obs.connection_details).await {
-            return self
-                .fail(
-                    reason::CANNOT_PUBLISH,
-                    format!("cannot publish connection details: {msg}"),
-                    None,
-                )
-                .await;
+        if let Some(requeue) = self.publish(&obs.connection_details).await {
+            return requeue;
         }
         if meta::add_finalizer(self.mr.meta_mut())
             && let Err(e) = self.write_finalizers().await
@@ -502,14 +496,8 @@ where
                 {
                     return self.write_failed(e, "cannot record successful creation").await;
                 }
-                if let Err(msg) = self.publish(&created.connection_details).await {
-                    return self
-                        .fail(
-                            reason::CANNOT_PUBLISH,
-                            format!("cannot publish connection details: {msg}"),
-                            None,
-                        )
-                        .await;
+                if let Some(requeue) = self.publish(&created.connection_details).await {
+                    return requeue;
                 }
                 self.set([Condition::creating(), Condition::reconcile_success()]);
                 self.event(
@@ -559,14 +547,8 @@ where
             Err((true, _)) => Requeue::Never,
             Err((false, msg)) => self.fail(reason::CANNOT_UPDATE, msg, None).await,
             Ok(updated) => {
-                if let Err(msg) = self.publish(&updated.connection_details).await {
-                    return self
-                        .fail(
-                            reason::CANNOT_PUBLISH,
-                            format!("cannot publish connection details: {msg}"),
-                            None,
-                        )
-                        .await;
+                if let Some(requeue) = self.publish(&updated.connection_details).await {
+                    return requeue;
                 }
                 self.set([Condition::reconcile_success()]);
                 self.event(

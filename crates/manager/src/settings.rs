@@ -137,13 +137,22 @@ pub struct Settings {
     pub on_lost_leadership: OnLostLeadership,
 }
 
-/// Maps the elector's configuration errors to the flag a user would change.
+/// Maps the elector's configuration errors to the flag a user would change; a timing error speaks of the
+/// timing flags by their names.
 pub(crate) fn usage_error(e: ConfigError) -> UsageError {
-    let flag = TimingFlags::flag_of(&e).unwrap_or(match &e {
+    if let Some(flag) = TimingFlags::flag_of(&e) {
+        let message = ["lease_duration", "renew_deadline", "retry_period"]
+            .into_iter()
+            .fold(e.to_string(), |m, field| {
+                m.replace(field, &format!("--{}", field.replace('_', "-")))
+            });
+        return UsageError::new(flag, message);
+    }
+    let flag = match &e {
         ConfigError::Empty { field: "namespace" } => "leader-election-namespace",
         ConfigError::Empty { field: "name" } => "leader-election-id",
         _ => "leader-election-identity",
-    });
+    };
     UsageError::new(flag, e.to_string())
 }
 
@@ -439,7 +448,8 @@ mod tests {
         for (args, flag) in cases {
             let err = resolve(args).expect_err("invalid timings");
             assert_eq!(err.flag, flag, "{args:?}: {err}");
-            assert!(err.to_string().contains(&format!("--{flag}")), "{err}");
+            assert!(err.message.contains(&format!("--{flag}")), "{err}");
+            assert!(!err.message.contains('_') || err.message.contains("min_stop_margin"), "{err}");
             assert_eq!(err.to_clap().exit_code(), UsageError::EXIT_CODE);
         }
     }

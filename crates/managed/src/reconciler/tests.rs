@@ -640,3 +640,18 @@ async fn the_end_of_the_term_stops_quietly() {
     assert!(o.events().is_empty());
     assert_ne!(o.synced(), not_ok("ReconcileError"));
 }
+
+#[tokio::test]
+async fn a_connection_secret_that_cannot_be_written_is_a_reconcile_error() {
+    // The transport refuses Secrets (404 to every Secret request): publishing fails after observe.
+    let mut mr = thing();
+    mr.spec.resource_spec.write_connection_secret_to_ref = Some(apis::SecretReference {
+        name: "conn".into(),
+        namespace: "ns".into(),
+    });
+    let o = reconcile(mr, Script::exists(true)).await;
+    assert_eq!(o.calls, ["connect", "observe"]);
+    assert_eq!(o.requeue, Requeue::Backoff);
+    assert_eq!(o.synced(), not_ok("ReconcileError"));
+    assert_eq!(o.events(), [reason::CANNOT_PUBLISH]);
+}
