@@ -53,6 +53,7 @@ pub const INFO: ProviderInfo = ProviderInfo {
         poll: Duration::from_secs(60),
         max_reconcile_rate: 10,
     },
+    upstream_flags: &[],
 };
 
 /// The provider: `main.rs` runs it, `cargo xtask generate` would render its CRDs and RBAC from it.
