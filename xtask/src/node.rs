@@ -147,8 +147,17 @@ async fn measure(
         .clone();
 
     let mut handovers = Vec::new();
+    let mut to_standby = 0;
     for i in 0..deletions {
+        let before: Vec<String> = provider_nop_pods(&client)
+            .await?
+            .iter()
+            .map(|p| workload::name(p).to_string())
+            .collect();
         let h = workload::delete_leader(&client, NAMESPACE, &lease, HANDOVER_TIMEOUT).await?;
+        if before.iter().any(|p| p == workload::holder_pod(&h.new_holder)) {
+            to_standby += 1;
+        }
         eprintln!(
             "[node] {}/{deletions}: {} deleted, {} leads after {:.0} ms",
             i + 1,
@@ -228,7 +237,7 @@ async fn measure(
         all_ready.as_secs_f64()
     )?;
     writeln!(md)?;
-    writeln!(md, "## Pods (after the deletions)")?;
+    writeln!(md, "## Pods (after the deletions and the faults)")?;
     writeln!(md)?;
     writeln!(
         md,
@@ -255,7 +264,8 @@ async fn measure(
     writeln!(
         md,
         "`kubectl delete pod` of provider-nop's leader (the kubelet sends SIGTERM; the replica releases \
-         its Lease), timed from the delete request to the first read of the Lease naming the other Pod, \
+         its Lease), timed from the delete request to the first read of the Lease naming another Pod (the standby, or the \
+         replacement when it wins the race for the released Lease), \
          {deletions} times, each once the Deployment was back to 2 Ready Pods."
     )?;
     writeln!(md)?;
@@ -267,6 +277,13 @@ async fn measure(
         percentile(&sorted, 50.0),
         percentile(&sorted, 99.0),
         sorted.last().copied().unwrap_or(f64::NAN)
+    )?;
+    writeln!(md)?;
+    writeln!(
+        md,
+        "The standby took the Lease {to_standby} times; the replacement Pod, started before the standby's \
+         next retry, {} times.",
+        deletions - to_standby
     )?;
     writeln!(md)?;
     writeln!(md, "## Faults only a node gives (provider-nop)")?;

@@ -590,15 +590,12 @@ state = "{state}"
             "podLogsDir": d.join("pod-logs").display().to_string(),
             "volumePluginDir": d.join("volume-plugins").display().to_string(),
             "resolvConf": "",
-            // The imported images are never garbage-collected, and a busy disk evicts nothing.
+            // The imported images are never garbage-collected, and the kubelet evicts nothing on its
+            // own: on a shared CI disk (seen with 11% of it free) it took the disk for ephemeral-storage
+            // pressure and evicted the Pods. An empty map, not an absent one, turns the defaults off.
             "imageGCHighThresholdPercent": 100,
             "imageGCLowThresholdPercent": 99,
-            "evictionHard": {
-                "memory.available": "1Mi",
-                "nodefs.available": "1%",
-                "imagefs.available": "1%",
-                "nodefs.inodesFree": "1%",
-            },
+            "evictionHard": {},
             "serializeImagePulls": false,
             "nodeStatusUpdateFrequency": "2s",
             "syncFrequency": "10s",
