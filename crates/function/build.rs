@@ -25,7 +25,9 @@ fn main() -> Result<(), Box<dyn Error>> {
         );
     }
     let files = protox::compile(["v1/run_function.proto", "v1beta1/run_function.proto"], ["proto"])?;
+    // BTreeMaps: maps encode in a stable order, so equal messages are equal bytes.
     tonic_prost_build::configure()
+        .btree_map(".")
         .build_client(true)
         .build_server(true)
         .compile_fds(files)?;

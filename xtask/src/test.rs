@@ -9,6 +9,7 @@ use crate::{harness, runtime, target_dir};
 /// Runs the workspace tests against a fresh control plane and returns cargo's exit code.
 pub fn run(args: &[String]) -> anyhow::Result<i32> {
     crate::prereq::ensure()?;
+    crate::prereq::function_venv()?;
     let harness = harness()?;
     let dir = target_dir().join("testbed").join("test");
     if dir.exists() {

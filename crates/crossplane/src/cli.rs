@@ -81,6 +81,9 @@ pub struct CoreStart {
     /// Only XRDs and Compositions matching this label selector (for tests sharing one apiserver).
     #[arg(long, hide = true)]
     pub watch_label_selector: Option<String>,
+    /// The deadline of one composition-function call; a slower function fails its pipeline step.
+    #[arg(long, value_parser = manager::duration::parse_duration, default_value = "20s", value_name = "DURATION")]
+    pub function_deadline: Duration,
 }
 
 /// Flags of `rbac start`.
@@ -159,6 +162,9 @@ pub async fn core_start(args: CoreStart, binary: BinaryInfo) -> Result<(), manag
         selector: args.watch_label_selector,
         poll: args.poll_interval,
         metrics,
+        functions: std::sync::Arc::new(crate::composite::functions::Functions::new(
+            args.function_deadline,
+        )),
     };
     mgr.add_gated(definition::CONTROLLER, move |ctx: TermContext| {
         definition::run(ctx, options.clone())

@@ -24,11 +24,14 @@ pub use error::Error;
 pub fn crds()
 -> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> {
     use apis::apiextensions::{CompositeResourceDefinition, Composition, CompositionRevision};
+    use apis::pkg::{Function, FunctionRevision};
     use kube::CustomResourceExt;
     vec![
         CompositeResourceDefinition::crd(),
         Composition::crd(),
         CompositionRevision::crd(),
+        Function::crd(),
+        FunctionRevision::crd(),
     ]
 }
 

@@ -2,12 +2,15 @@
 //!
 //! Modules, one concept each: [`fields`] (where Crossplane's fields live in an XR), [`select`]
 //! (Composition and revision selection), [`discovery`] (kinds → API resources), [`pipeline`] (running
-//! the Composition's pipeline with the built-in patch-and-transform engine), [`render`] (labels,
+//! the Composition's pipeline), [`builtin`] (the in-process patch-and-transform step), [`functions`]
+//! (calling Functions over gRPC and reading what they require), [`render`] (labels,
 //! annotations, owner references and names of composed resources), [`status`] (Synced and Ready) and
 //! [`reconciler`] (the controller).
 
+pub mod builtin;
 pub mod discovery;
 pub mod fields;
+pub mod functions;
 pub mod pipeline;
 pub mod reconciler;
 pub mod render;
@@ -21,9 +24,16 @@ pub use reconciler::{CompositeController, run};
 /// read to select one.
 pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
     use apis::apiextensions::{Composition, CompositionRevision};
+    use apis::pkg::{Function, FunctionRevision};
+    use k8s_openapi::api::core::v1::Secret;
     use manager::rbac::{READ, Rule};
     vec![
         Rule::kind::<Composition>(&[""], READ),
         Rule::kind::<CompositionRevision>(&[""], READ),
+        // Where Functions answer.
+        Rule::kind::<Function>(&[""], READ),
+        Rule::kind::<FunctionRevision>(&[""], READ),
+        // Credentials handed to pipeline steps.
+        Rule::kind::<Secret>(&[""], READ),
     ]
 }

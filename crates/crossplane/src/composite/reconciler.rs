@@ -19,17 +19,20 @@ use apis::apiextensions::labels::{FINALIZER_COMPOSITE, LABEL_COMPOSITE, LABEL_CO
 use apis::condition::Condition;
 use apis::meta::ANNOTATION_PAUSED;
 use composition::ObservedComposed;
+use function::proto::v1;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::core::ApiResource;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
-use kube::{Api, ResourceExt};
+use kube::{Api, Resource, ResourceExt};
 use manager::{BoxError, FencedApi, FencedClient, TermContext};
 use serde_json::{Value, json};
 
+use super::builtin;
 use super::discovery::Discovery;
 use super::fields::{Fields, ResourceRef};
+use super::functions::{ClusterIo, Functions};
 use super::pipeline;
 use super::render::{self, Owner};
 use super::select::{self, XrType};
@@ -37,6 +40,7 @@ use super::status::{self, Outcome};
 use crate::backoff::Backoff;
 use crate::error::{Error, fenced_not_found, is_not_found};
 use crate::metrics::Recorder;
+use managed::events::{EventType, Recorder as Events};
 
 /// The field manager of XR writes.
 pub const FIELD_MANAGER_COMPOSITE: &str = "apiextensions.crossplane.io/composite";
@@ -54,10 +58,13 @@ pub struct CompositeController {
     pub poll: Duration,
     /// Reconcile metrics of `composite/<xrd>`.
     pub recorder: Recorder,
+    /// Composition-function clients.
+    pub functions: Arc<Functions>,
 }
 
 struct Ctx {
     client: FencedClient,
+    events: Events,
     def: CompositeController,
     discovery: Discovery,
     backoff: Backoff,
@@ -71,6 +78,7 @@ pub async fn run(ctx: TermContext, def: CompositeController) -> Result<(), BoxEr
     tracing::info!(kind = %resource.kind, "composite controller started");
     let state = Arc::new(Ctx {
         client,
+        events: Events::new(FIELD_MANAGER_COMPOSITE, ctx.term().identity.clone()),
         def,
         discovery: Discovery::default(),
         backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(30)),
@@ -138,6 +146,37 @@ impl Ctx {
         self.client.wrap(api)
     }
 
+    /// Function results as Events on the XR (identical ones at most once a minute), and in the log.
+    async fn publish(&self, xr: &DynamicObject, events: &[pipeline::Event]) {
+        let regarding = xr.object_ref(&self.def.resource);
+        for e in events {
+            let t = if e.warning {
+                tracing::warn!(xr = %key(xr), reason = %e.reason, "{}", e.message);
+                EventType::Warning
+            } else {
+                tracing::debug!(xr = %key(xr), reason = %e.reason, "{}", e.message);
+                EventType::Normal
+            };
+            self.events
+                .publish(&self.client, &regarding, t, &e.reason, &e.message)
+                .await;
+        }
+    }
+
+    /// A failed reconcile as a Warning Event on the XR.
+    async fn publish_error(&self, xr: &DynamicObject, e: &Error) {
+        let regarding = xr.object_ref(&self.def.resource);
+        self.events
+            .publish(
+                &self.client,
+                &regarding,
+                EventType::Warning,
+                "ReconcileError",
+                &e.to_string(),
+            )
+            .await;
+    }
+
     fn legacy(&self) -> bool {
         self.def.xrd.scope.is_legacy()
     }
@@ -186,18 +225,19 @@ async fn reconcile_inner(xr: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action
     }
     match compose(&xr, &xr_json, &ctx).await {
         Ok(outcome) => {
-            let st = status::next(&xr_json, outcome.1.as_ref(), status::conditions(&outcome.0));
+            let st = status::next(&xr_json, outcome.1.as_ref(), status::all(&outcome.0));
             ctx.write_status(&xr, &xr_json, st).await?;
             ctx.backoff.succeed(&key(&xr));
             if outcome.0.unready.is_empty() && outcome.0.unsynced.is_empty() {
                 let jitter = ctx.def.poll.mul_f64(0.9 + fastrand::f64() * 0.2);
-                Ok(Action::requeue(jitter))
+                Ok(Action::requeue(outcome.0.ttl.map_or(jitter, |t| t.min(jitter))))
             } else {
                 Ok(Action::requeue(Duration::from_secs(2)))
             }
         }
         Err(e) if e.is_not_leader() || e.is_conflict() => Err(e),
         Err(e) => {
+            ctx.publish_error(&xr, &e).await;
             let st = status::next(&xr_json, None, [Condition::reconcile_error(&e)]);
             ctx.write_status(&xr, &xr_json, st).await?;
             Err(e)
@@ -292,11 +332,46 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
         }
     }
 
-    let composed =
-        pipeline::run(&rev.spec.pipeline, xr_json, &observed).map_err(|e| Error::Message(e.to_string()))?;
-    for w in &composed.warnings {
-        tracing::warn!(xr = %key(xr), warning = %w, "composition warning");
-    }
+    let io = ClusterIo {
+        client,
+        discovery: &ctx.discovery,
+        functions: &ctx.def.functions,
+    };
+    let observed_state = pipeline::Observed {
+        composite: xr_json.clone(),
+        composite_connection: BTreeMap::new(),
+        resources: observed,
+    };
+    let tag = format!("{}/{}", uid, xr.resource_version().unwrap_or_default());
+    let run = match pipeline::run(&io, &rev.spec.pipeline, &observed_state, &tag).await {
+        Ok(run) => run,
+        Err(e) => {
+            if let pipeline::PipelineError::Fatal { events, .. } = &e {
+                ctx.publish(xr, events).await;
+            }
+            return Err(Error::Message(e.to_string()));
+        }
+    };
+    ctx.publish(xr, &run.events).await;
+    let observed = observed_state.resources;
+    let desired_resources: BTreeMap<String, (Value, bool)> = run
+        .desired
+        .resources
+        .iter()
+        .map(|(t, r)| {
+            let ready = match r.ready() {
+                v1::Ready::True => true,
+                v1::Ready::False => false,
+                // Unspecified: ready when the observed resource says so, as upstream.
+                v1::Ready::Unspecified => observed.get(t).is_some_and(|o| {
+                    status::current(&o.resource)
+                        .iter()
+                        .any(|c| c.type_ == "Ready" && c.status == apis::ConditionStatus::True)
+                }),
+            };
+            (t.clone(), (builtin::json_of(Some(r)), ready))
+        })
+        .collect();
 
     // Name, decorate and locate every desired resource.
     let owner = Owner {
@@ -309,8 +384,8 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
     };
     let mut desired = Vec::new();
     let mut refs = Vec::new();
-    for (template, d) in &composed.resources {
-        let mut res = d.resource.clone();
+    for (template, (resource, ready)) in &desired_resources {
+        let mut res = resource.clone();
         let api_version = res["apiVersion"].as_str().unwrap_or_default().to_owned();
         let kind_name = res["kind"].as_str().unwrap_or_default().to_owned();
         if api_version.is_empty() || kind_name.is_empty() {
@@ -331,7 +406,7 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
             name: name.clone(),
             namespace: (kind.namespaced).then(|| xr_ns.clone()).flatten(),
         });
-        desired.push((template.clone(), name, api, res, d.ready));
+        desired.push((template.clone(), name, api, res, *ready));
     }
 
     // Persist finalizer, label, selection and resourceRefs before creating anything.
@@ -373,7 +448,7 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
 
     // Garbage-collect what is no longer desired.
     for (template, r) in &observed_refs {
-        if composed.resources.contains_key(template) {
+        if desired_resources.contains_key(template) {
             continue;
         }
         let kind = ctx.discovery.resolve(client, &r.api_version, &r.kind).await?;
@@ -397,11 +472,19 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
             }
             Err(e) => return Err(e.into()),
         }
-        if ready != composition::Ready::True {
+        if !ready {
             outcome.unready.push(template);
         }
     }
-    let overlay = composed.composite.get("status").cloned();
+    let composite = run.desired.composite.as_ref();
+    outcome.composite_ready = composite.map(|c| c.ready()).and_then(|r| match r {
+        v1::Ready::True => Some(true),
+        v1::Ready::False => Some(false),
+        v1::Ready::Unspecified => None,
+    });
+    outcome.conditions = run.conditions;
+    outcome.ttl = run.ttl;
+    let overlay = builtin::json_of(composite).get("status").cloned();
     Ok((outcome, overlay))
 }
 

@@ -1,0 +1,391 @@
+//! Composition functions over gRPC on the real apiserver.
+//!
+//! - function-pythonic (PyPI `crossplane-function-pythonic`) then the built-in patch-and-transform:
+//!   the XR composes both steps' resources and becomes Ready.
+//! - A function of our own written with the official Python SDK (`tests/functions/misbehave.py`): an
+//!   unreachable endpoint, a call slower than the deadline, a garbage response, a Fatal result,
+//!   requirements that never settle, and a composed resource of a kind nobody serves. Each XR first
+//!   composes a ConfigMap through a well-behaved step, then switches to a misbehaving Composition: it
+//!   gets one clear Synced=False condition, its status stops changing (retries back off), and the
+//!   ConfigMap is still there (a failed pipeline deletes nothing).
+//!
+//! Functions run as local processes from `target/function-venv`, which `cargo xtask test` installs;
+//! the Function objects point at them with the development annotations.
+
+mod support;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+use support::*;
+
+fn venv_bin(name: &str) -> anyhow::Result<PathBuf> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/function-venv/bin")
+        .join(name);
+    anyhow::ensure!(
+        p.is_file(),
+        "{} is missing: run `cargo xtask test` once (it installs function-pythonic and the Python SDK \
+         into target/function-venv), then run this test again",
+        p.display()
+    );
+    Ok(p)
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// A function process, killed on drop.
+struct Served {
+    _child: tokio::process::Child,
+    address: String,
+    log: PathBuf,
+}
+
+/// Starts `program args... <address args>` and waits until it accepts connections.
+async fn serve(program: PathBuf, args: &[&str], name: &str) -> anyhow::Result<Served> {
+    let port = free_port()?;
+    let address = format!("127.0.0.1:{port}");
+    let log = std::env::temp_dir().join(format!("function-{name}.log"));
+    let out = std::fs::File::create(&log)?;
+    let mut child = tokio::process::Command::new(&program)
+        .args(args)
+        .args(["--address", &address])
+        .stdin(std::process::Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("starting {}", program.display()))?;
+    let a = address.clone();
+    wait_for(
+        &format!("{name} listening on {address}"),
+        Duration::from_secs(60),
+        || {
+            let a = a.clone();
+            let exited = child.try_wait().ok().flatten();
+            let log = log.clone();
+            async move {
+                if let Some(status) = exited {
+                    anyhow::bail!("{name} exited ({status}); see {}", log.display());
+                }
+                Ok(tokio::net::TcpStream::connect(&a).await.ok().map(|_| ()))
+            }
+        },
+    )
+    .await?;
+    Ok(Served {
+        _child: child,
+        address,
+        log,
+    })
+}
+
+fn function(name: &str, id: &str, target: &str) -> Value {
+    json!({"apiVersion": "pkg.crossplane.io/v1", "kind": "Function",
+        "metadata": {"name": name, "labels": {"crossplane-rs.io/test": id},
+                     "annotations": {"render.crossplane.io/runtime": "Development",
+                                     "render.crossplane.io/runtime-development-target": target}},
+        "spec": {"package": "xpkg.crossplane.io/crossplane-contrib/unused:v0.0.0"}})
+}
+
+struct Fixture {
+    client: kube::Client,
+    id: String,
+    ns: String,
+    group: String,
+    comps: Api<DynamicObject>,
+    xrs: Api<DynamicObject>,
+    functions: Api<DynamicObject>,
+    _core: Process,
+}
+
+impl Fixture {
+    async fn new(prefix: &str, deadline: &str) -> anyhow::Result<Self> {
+        let cluster = testenv::Cluster::shared()?;
+        let client = cluster.client().await?;
+        install_crds(&client).await?;
+        let id = unique();
+        let ns = cluster.namespace(prefix).await?;
+        let selector = format!("crossplane-rs.io/test={id}");
+        let core = Process::start(
+            cluster.kubeconfig(),
+            &[
+                "core",
+                "start",
+                "--watch-label-selector",
+                &selector,
+                "--function-deadline",
+                deadline,
+            ],
+            &format!("{prefix}-{id}"),
+        )?;
+        let group = format!("{id}.{prefix}.example.org");
+        let xrds = dynamic(
+            &client,
+            "apiextensions.crossplane.io",
+            "v2",
+            "CompositeResourceDefinition",
+            "compositeresourcedefinitions",
+        );
+        let xrd_name = format!("xapps.{group}");
+        apply(&xrds, json!({
+            "apiVersion": "apiextensions.crossplane.io/v2", "kind": "CompositeResourceDefinition",
+            "metadata": {"name": xrd_name, "labels": {"crossplane-rs.io/test": id}},
+            "spec": {"group": group, "names": {"kind": "XApp", "plural": "xapps"},
+                     "versions": [{"name": "v1", "referenceable": true, "served": true, "schema": {"openAPIV3Schema": {
+                         "type": "object", "properties": {"spec": {"type": "object",
+                             "properties": {"value": {"type": "string"}}}}}}}]}
+        })).await?;
+        wait_for("XRD Established", Duration::from_secs(60), || async {
+            let x = json(&xrds.get(&xrd_name).await?);
+            Ok(condition(&x, "Established").filter(|c| c["status"] == "True"))
+        })
+        .await?;
+        let ar = kube::core::ApiResource {
+            group: group.clone(),
+            version: "v1".into(),
+            api_version: format!("{group}/v1"),
+            kind: "XApp".into(),
+            plural: "xapps".into(),
+        };
+        Ok(Self {
+            comps: dynamic(
+                &client,
+                "apiextensions.crossplane.io",
+                "v1",
+                "Composition",
+                "compositions",
+            ),
+            functions: dynamic(&client, "pkg.crossplane.io", "v1", "Function", "functions"),
+            xrs: Api::namespaced_with(client.clone(), &ns, &ar),
+            client,
+            id,
+            ns,
+            group,
+            _core: core,
+        })
+    }
+
+    async fn composition(&self, name: &str, pipeline: Value) -> anyhow::Result<()> {
+        apply(
+            &self.comps,
+            json!({
+                "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+                "metadata": {"name": name, "labels": {"crossplane-rs.io/test": self.id}},
+                "spec": {"compositeTypeRef": {"apiVersion": format!("{}/v1", self.group), "kind": "XApp"},
+                         "mode": "Pipeline", "pipeline": pipeline}
+            }),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn xr(&self, name: &str, composition: &str, value: &str) -> anyhow::Result<()> {
+        apply(
+            &self.xrs,
+            json!({"apiVersion": format!("{}/v1", self.group), "kind": "XApp",
+            "metadata": {"name": name, "namespace": self.ns},
+            "spec": {"value": value, "crossplane": {"compositionRef": {"name": composition}}}}),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn ready(&self, name: &str) -> anyhow::Result<Value> {
+        wait_for(&format!("XR {name} Ready"), Duration::from_secs(90), || async {
+            let x = json(&self.xrs.get(name).await?);
+            Ok(condition(&x, "Ready")
+                .filter(|c| c["status"] == "True")
+                .map(|_| x))
+        })
+        .await
+    }
+
+    async fn composed(&self, xr: &str) -> anyhow::Result<Vec<ConfigMap>> {
+        let cms: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.ns);
+        Ok(cms
+            .list(&ListParams::default().labels(&format!("crossplane.io/composite={xr}")))
+            .await?
+            .items)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pythonic_then_patch_and_transform_composes_and_the_xr_becomes_ready() -> anyhow::Result<()> {
+    let pythonic = serve(venv_bin("function-pythonic")?, &["--insecure"], "pythonic").await?;
+    let f = Fixture::new("fnpy", "20s").await?;
+    let fname = format!("function-pythonic-{}", f.id);
+    apply(&f.functions, function(&fname, &f.id, &pythonic.address)).await?;
+    let comp = format!("pythonic-{}", f.id);
+    f.composition(&comp, json!([
+        {"step": "pythonic", "functionRef": {"name": fname},
+         "input": {"apiVersion": "pythonic.fn.fortra.com/v1alpha1", "kind": "Composite", "composite":
+            "class App(BaseComposite):\n  def compose(self):\n    cm = self.resources.fromPython('v1', 'ConfigMap')\n    cm.data.value = 'python:' + str(self.spec.value)\n    cm.ready = True\n"}},
+        {"step": "pt", "functionRef": {"name": "function-patch-and-transform"},
+         "input": {"apiVersion": "pt.fn.crossplane.io/v1beta1", "kind": "Resources", "resources": [{
+             "name": "fromPT", "base": {"apiVersion": "v1", "kind": "ConfigMap", "data": {}},
+             "patches": [{"type": "FromCompositeFieldPath", "fromFieldPath": "spec.value", "toFieldPath": "data.value"}],
+             "readinessChecks": [{"type": "NonEmpty", "fieldPath": "data.value"}]}]}}
+    ])).await?;
+    f.xr("app", &comp, "hello").await?;
+    let x = f
+        .ready("app")
+        .await
+        .with_context(|| format!("function log: {}", pythonic.log.display()))?;
+    assert_eq!(
+        condition(&x, "Synced").map(|c| c["status"].clone()),
+        Some(json!("True")),
+        "{x}"
+    );
+    let mut values: Vec<(String, String)> = f
+        .composed("app")
+        .await?
+        .into_iter()
+        .map(|cm| {
+            let t = cm
+                .metadata
+                .annotations
+                .unwrap_or_default()
+                .get("crossplane.io/composition-resource-name")
+                .cloned()
+                .unwrap_or_default();
+            (
+                t,
+                cm.data
+                    .unwrap_or_default()
+                    .get("value")
+                    .cloned()
+                    .unwrap_or_default(),
+            )
+        })
+        .collect();
+    values.sort();
+    assert_eq!(
+        values,
+        vec![
+            ("fromPT".into(), "hello".into()),
+            ("fromPython".into(), "python:hello".into())
+        ]
+    );
+    drop(pythonic);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn misbehaving_functions_give_one_clear_condition_and_delete_nothing() -> anyhow::Result<()> {
+    let python = venv_bin("python")?;
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/functions/misbehave.py");
+    let script = script.to_str().context("utf-8 path")?.to_owned();
+    let good = serve(python.clone(), &[&script], "misbehave").await?;
+    let garbage = serve(python, &[&script, "--garbage"], "garbage").await?;
+    let f = Fixture::new("fnbad", "3s").await?;
+    let id = f.id.clone();
+    let misbehave = format!("function-misbehave-{id}");
+    let garbled = format!("function-garbage-{id}");
+    let gone = format!("function-gone-{id}");
+    apply(&f.functions, function(&misbehave, &id, &good.address)).await?;
+    apply(&f.functions, function(&garbled, &id, &garbage.address)).await?;
+    apply(
+        &f.functions,
+        function(&gone, &id, &format!("127.0.0.1:{}", free_port()?)),
+    )
+    .await?;
+    // The SDK function reads its input's top-level fields.
+    let input = |mode: &str| json!({"apiVersion": "test.crossplane-rs.io/v1", "kind": "Input", "mode": mode, "seconds": 10});
+    let good_comp = format!("good-{id}");
+    f.composition(
+        &good_comp,
+        json!([{"step": "compose", "functionRef": {"name": misbehave}, "input": input("compose")}]),
+    )
+    .await?;
+    // (case, Composition pipeline, what the Synced condition must say)
+    let cases: Vec<(&str, Value, String)> = vec![
+        (
+            "unreachable",
+            json!([{"step": "s", "functionRef": {"name": gone}, "input": input("compose")}]),
+            "is unreachable".into(),
+        ),
+        (
+            "slow",
+            json!([{"step": "s", "functionRef": {"name": misbehave}, "input": input("slow")}]),
+            "did not answer within its deadline of 3s".into(),
+        ),
+        (
+            "garbage",
+            json!([{"step": "s", "functionRef": {"name": garbled}, "input": input("compose")}]),
+            "failed: Internal".into(),
+        ),
+        (
+            "fatal",
+            json!([{"step": "s", "functionRef": {"name": misbehave}, "input": input("fatal")}]),
+            "returned a fatal result: this function always fails".into(),
+        ),
+        (
+            "require-more",
+            json!([{"step": "s", "functionRef": {"name": misbehave}, "input": input("require-more")}]),
+            "requirements for extra resources still changed after 5 calls".into(),
+        ),
+        (
+            "unknown-kind",
+            json!([{"step": "s", "functionRef": {"name": misbehave}, "input": input("unknown-kind")}]),
+            "Kind=Ghost".into(),
+        ),
+    ];
+    for (case, pipeline, _) in &cases {
+        f.composition(&format!("{case}-{id}"), pipeline.clone()).await?;
+        f.xr(case, &good_comp, case).await?;
+    }
+    for (case, _, _) in &cases {
+        f.ready(case)
+            .await
+            .with_context(|| format!("function log: {}", good.log.display()))?;
+        let cms = f.composed(case).await?;
+        anyhow::ensure!(
+            cms.len() == 1,
+            "{case}: one composed ConfigMap expected, got {}",
+            cms.len()
+        );
+    }
+    for (case, _, _) in &cases {
+        let patch = json!({"spec": {"crossplane": {"compositionRef": {"name": format!("{case}-{id}")}}}});
+        f.xrs
+            .patch(case, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+    }
+    for (case, _, expected) in &cases {
+        let c = wait_for(
+            &format!("{case}: Synced=False saying {expected:?}"),
+            Duration::from_secs(60),
+            || async {
+                let x = json(&f.xrs.get(case).await?);
+                Ok(condition(&x, "Synced").filter(|c| {
+                    c["status"] == "False"
+                        && c["message"]
+                            .as_str()
+                            .is_some_and(|m| m.contains(expected.as_str()))
+                }))
+            },
+        )
+        .await?;
+        assert_eq!(c["reason"], "ReconcileError", "{case}: {c}");
+        let cms = f.composed(case).await?;
+        assert_eq!(cms.len(), 1, "{case}: a failed pipeline deletes nothing");
+    }
+    // Retries back off and the condition is stable: the status stops changing.
+    for (case, _, _) in &cases {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let before = f.xrs.get(case).await?.metadata.resource_version;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let after = f.xrs.get(case).await?.metadata.resource_version;
+        assert_eq!(before, after, "{case}: the XR keeps being written");
+    }
+    drop((good, garbage));
+    Ok(())
+}
