@@ -108,6 +108,10 @@ struct Fixture {
 
 impl Fixture {
     async fn new(prefix: &str, deadline: &str) -> anyhow::Result<Self> {
+        Self::with_scope(prefix, deadline, "Namespaced").await
+    }
+
+    async fn with_scope(prefix: &str, deadline: &str, scope: &str) -> anyhow::Result<Self> {
         let cluster = testenv::Cluster::shared()?;
         let client = cluster.client().await?;
         install_crds(&client).await?;
@@ -138,7 +142,7 @@ impl Fixture {
         apply(&xrds, json!({
             "apiVersion": "apiextensions.crossplane.io/v2", "kind": "CompositeResourceDefinition",
             "metadata": {"name": xrd_name, "labels": {"crossplane-rs.io/test": id}},
-            "spec": {"group": group, "names": {"kind": "XApp", "plural": "xapps"},
+            "spec": {"group": group, "scope": scope, "names": {"kind": "XApp", "plural": "xapps"},
                      "versions": [{"name": "v1", "referenceable": true, "served": true, "schema": {"openAPIV3Schema": {
                          "type": "object", "properties": {"spec": {"type": "object",
                              "properties": {"value": {"type": "string"}}}}}}}]}
@@ -155,7 +159,13 @@ impl Fixture {
             kind: "XApp".into(),
             plural: "xapps".into(),
         };
+        let xrs = if scope == "Namespaced" {
+            Api::namespaced_with(client.clone(), &ns, &ar)
+        } else {
+            Api::all_with(client.clone(), &ar)
+        };
         Ok(Self {
+            xrs,
             comps: dynamic(
                 &client,
                 "apiextensions.crossplane.io",
@@ -164,7 +174,6 @@ impl Fixture {
                 "compositions",
             ),
             functions: dynamic(&client, "pkg.crossplane.io", "v1", "Function", "functions"),
-            xrs: Api::namespaced_with(client.clone(), &ns, &ar),
             client,
             id,
             ns,
@@ -274,7 +283,90 @@ async fn pythonic_then_patch_and_transform_composes_and_the_xr_becomes_ready() -
             ("fromPython".into(), "python:hello".into())
         ]
     );
+
+    // Realtime composition: a change to a composed resource is undone at once, not at the next poll
+    // (the XR is Ready, so its next poll is a minute away).
+    let cms: Api<ConfigMap> = Api::namespaced(f.client.clone(), &f.ns);
+    let pt = f
+        .composed("app")
+        .await?
+        .into_iter()
+        .find(|cm| {
+            cm.metadata.annotations.as_ref().is_some_and(|a| {
+                a.get("crossplane.io/composition-resource-name")
+                    .map(String::as_str)
+                    == Some("fromPT")
+            })
+        })
+        .context("the fromPT ConfigMap")?;
+    let name = pt.metadata.name.clone().context("name")?;
+    let changed = std::time::Instant::now();
+    cms.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"data": {"value": "tampered"}})),
+    )
+    .await?;
+    wait_for(
+        "the composed ConfigMap restored",
+        Duration::from_secs(20),
+        || async {
+            let cm = cms.get(&name).await?;
+            Ok((cm.data.unwrap_or_default().get("value").map(String::as_str) == Some("hello")).then_some(()))
+        },
+    )
+    .await?;
+    let took = changed.elapsed();
+    println!(
+        "realtime: composed ConfigMap restored {:.0} ms after the change",
+        took.as_secs_f64() * 1000.0
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "restored only after {took:?}: composed resources are not watched"
+    );
     drop(pythonic);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn function_connection_details_reach_the_xr_connection_secret() -> anyhow::Result<()> {
+    let python = venv_bin("python")?;
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/functions/misbehave.py");
+    let served = serve(python, &[script.to_str().context("utf-8 path")?], "connection").await?;
+    let f = Fixture::with_scope("fncon", "20s", "LegacyCluster").await?;
+    let fname = format!("function-connection-{}", f.id);
+    apply(&f.functions, function(&fname, &f.id, &served.address)).await?;
+    let comp = format!("connection-{}", f.id);
+    f.composition(
+        &comp,
+        json!([{"step": "connection", "functionRef": {"name": fname},
+        "input": {"apiVersion": "test.crossplane-rs.io/v1", "kind": "Input", "mode": "connection"}}]),
+    )
+    .await?;
+    let secret = format!("conn-{}", f.id);
+    apply(
+        &f.xrs,
+        json!({"apiVersion": format!("{}/v1", f.group), "kind": "XApp",
+        "metadata": {"name": format!("legacy-{}", f.id)},
+        "spec": {"value": "s3cr3t", "compositionRef": {"name": comp},
+                 "writeConnectionSecretToRef": {"name": secret, "namespace": f.ns}}}),
+    )
+    .await?;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(f.client.clone(), &f.ns);
+    let s = wait_for("the XR's connection Secret", Duration::from_secs(60), || async {
+        Ok(secrets.get_opt(&secret).await?)
+    })
+    .await
+    .with_context(|| format!("function log: {}", served.log.display()))?;
+    assert_eq!(s.type_.as_deref(), Some("connection.crossplane.io/v1alpha1"));
+    let data = s.data.unwrap_or_default();
+    assert_eq!(
+        data.get("value").map(|b| b.0.as_slice()),
+        Some(b"s3cr3t".as_slice())
+    );
+    let owner = s.metadata.owner_references.unwrap_or_default();
+    assert_eq!(owner.first().map(|o| o.kind.as_str()), Some("XApp"));
     Ok(())
 }
 
@@ -353,6 +445,22 @@ async fn misbehaving_functions_give_one_clear_condition_and_delete_nothing() -> 
             cms.len()
         );
     }
+    // The function's Normal result is an Event on the XR.
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(f.client.clone(), &f.ns);
+    wait_for(
+        "the function's result as an Event on the XR",
+        Duration::from_secs(30),
+        || async {
+            let l = events
+                .list(&ListParams::default().fields("involvedObject.name=fatal"))
+                .await?;
+            Ok(l.items.into_iter().find(|e| {
+                e.type_.as_deref() == Some("Normal")
+                    && e.message.as_deref() == Some("compose: composed config with value 'fatal'")
+            }))
+        },
+    )
+    .await?;
     for (case, _, _) in &cases {
         let patch = json!({"spec": {"crossplane": {"compositionRef": {"name": format!("{case}-{id}")}}}});
         f.xrs

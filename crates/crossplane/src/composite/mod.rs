@@ -2,12 +2,14 @@
 //!
 //! Modules, one concept each: [`fields`] (where Crossplane's fields live in an XR), [`select`]
 //! (Composition and revision selection), [`discovery`] (kinds → API resources), [`pipeline`] (running
-//! the Composition's pipeline), [`builtin`] (the in-process patch-and-transform step), [`functions`]
+//! the Composition's pipeline), [`builtin`] (the in-process patch-and-transform step), [`connection`]
+//! (connection details read from composed resources and written for the XR), [`functions`]
 //! (calling Functions over gRPC and reading what they require), [`render`] (labels,
-//! annotations, owner references and names of composed resources), [`status`] (Synced and Ready) and
-//! [`reconciler`] (the controller).
+//! annotations, owner references and names of composed resources), [`status`] (Synced and Ready), [`watch`]
+//! (realtime composition: watches on composed kinds) and [`reconciler`] (the controller).
 
 pub mod builtin;
+pub mod connection;
 pub mod discovery;
 pub mod fields;
 pub mod functions;
@@ -16,6 +18,7 @@ pub mod reconciler;
 pub mod render;
 pub mod select;
 pub mod status;
+pub mod watch;
 
 pub use reconciler::{CompositeController, run};
 
@@ -33,7 +36,8 @@ pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
         // Where Functions answer.
         Rule::kind::<Function>(&[""], READ),
         Rule::kind::<FunctionRevision>(&[""], READ),
-        // Credentials handed to pipeline steps.
-        Rule::kind::<Secret>(&[""], READ),
+        // Credentials handed to pipeline steps, composed resources' connection details (read), and the
+        // XR's connection Secret (written).
+        Rule::kind::<Secret>(&[""], manager::rbac::OWN),
     ]
 }

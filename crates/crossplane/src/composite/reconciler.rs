@@ -7,7 +7,9 @@
 //! `Ready` (only when the status changed).
 //!
 //! Requeue: after a failure, exponential backoff 1–30 s (upstream's XR rate limiter); while anything
-//! is unready, every 2 s (there are no watches on composed kinds yet); otherwise the poll interval.
+//! is unready, every 2 s; otherwise the poll interval (or the functions' response TTL, if shorter).
+//! Composed kinds are watched ([`super::watch`]): a change to a composed resource reconciles its XR at
+//! once.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,6 +32,7 @@ use manager::{BoxError, FencedApi, FencedClient, TermContext};
 use serde_json::{Value, json};
 
 use super::builtin;
+use super::connection;
 use super::discovery::Discovery;
 use super::fields::{Fields, ResourceRef};
 use super::functions::{ClusterIo, Functions};
@@ -37,6 +40,7 @@ use super::pipeline;
 use super::render::{self, Owner};
 use super::select::{self, XrType};
 use super::status::{self, Outcome};
+use super::watch::ComposedWatches;
 use crate::backoff::Backoff;
 use crate::error::{Error, fenced_not_found, is_not_found};
 use crate::metrics::Recorder;
@@ -68,6 +72,7 @@ struct Ctx {
     def: CompositeController,
     discovery: Discovery,
     backoff: Backoff,
+    watches: ComposedWatches,
 }
 
 /// Runs the controller for one XR kind until `ctx` is cancelled.
@@ -76,7 +81,14 @@ pub async fn run(ctx: TermContext, def: CompositeController) -> Result<(), BoxEr
     let api: Api<DynamicObject> = Api::all_with(client.unfenced().clone(), &def.resource);
     let resource = def.resource.clone();
     tracing::info!(kind = %resource.kind, "composite controller started");
+    let (watches, changed) = ComposedWatches::new(
+        client.unfenced().clone(),
+        resource.clone(),
+        def.xrd.scope.is_namespaced(),
+        ctx.token().clone(),
+    );
     let state = Arc::new(Ctx {
+        watches,
         client,
         events: Events::new(FIELD_MANAGER_COMPOSITE, ctx.term().identity.clone()),
         def,
@@ -107,6 +119,8 @@ pub async fn run(ctx: TermContext, def: CompositeController) -> Result<(), BoxEr
                     .collect::<Vec<_>>()
             },
         )
+        // A change to a composed resource reconciles its XR now (realtime composition).
+        .reconcile_on(tokio_stream_of(changed))
         .graceful_shutdown_on(ctx.token().clone().cancelled_owned())
         .run(reconcile, error_policy, state);
     // Logs watch errors and stops at once if the term ends before the cache synced.
@@ -119,6 +133,13 @@ pub async fn run(ctx: TermContext, def: CompositeController) -> Result<(), BoxEr
     .await;
     tracing::info!(kind = %resource.kind, "composite controller stopped");
     Ok(())
+}
+
+/// The receiver as a stream.
+fn tokio_stream_of(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<ObjectRef<DynamicObject>>,
+) -> impl futures::Stream<Item = ObjectRef<DynamicObject>> + Send + 'static {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
 fn key(xr: &DynamicObject) -> String {
@@ -328,7 +349,14 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
         }
         if let Some(t) = render::template_name(&v) {
             observed_refs.insert(t.to_owned(), r.clone());
-            observed.insert(t.to_owned(), ObservedComposed::from(v));
+            let connection_details = connection::read(client, &v).await?;
+            observed.insert(
+                t.to_owned(),
+                ObservedComposed {
+                    resource: v,
+                    connection_details,
+                },
+            );
         }
     }
 
@@ -339,7 +367,7 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
     };
     let observed_state = pipeline::Observed {
         composite: xr_json.clone(),
-        composite_connection: BTreeMap::new(),
+        composite_connection: connection::read(client, xr_json).await?,
         resources: observed,
     };
     let tag = format!("{}/{}", uid, xr.resource_version().unwrap_or_default());
@@ -394,6 +422,7 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
             )));
         }
         let kind = ctx.discovery.resolve(client, &api_version, &kind_name).await?;
+        ctx.watches.ensure(&kind.resource);
         let api = ctx.composed_api(&kind, xr_ns.as_deref());
         let name = match observed_refs.get(template) {
             Some(r) => r.name.clone(),
@@ -484,6 +513,18 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
     });
     outcome.conditions = run.conditions;
     outcome.ttl = run.ttl;
+    if let Some(c) = composite {
+        let owner_ref = json!({"apiVersion": owner.api_version, "kind": owner.kind, "name": owner.name,
+            "uid": owner.uid, "controller": true, "blockOwnerDeletion": true});
+        connection::write(
+            &ctx.client,
+            xr_json,
+            owner_ref,
+            &c.connection_details,
+            FIELD_MANAGER_COMPOSITE,
+        )
+        .await?;
+    }
     let overlay = builtin::json_of(composite).get("status").cloned();
     Ok((outcome, overlay))
 }

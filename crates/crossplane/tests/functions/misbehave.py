@@ -3,6 +3,8 @@ the core's function tests. Its step input chooses what it does:
 
   mode: compose       composes a ConfigMap `config` (data.value = the XR's spec.value), ready, with a
                       Normal result and the condition FunctionComposed=True
+  mode: connection    composes nothing; desires the connection detail `value` (the XR's spec.value)
+                      for the composite
   mode: slow          sleeps `seconds`, then composes as `compose`
   mode: fatal         returns a Fatal result
   mode: require-more  asks for a different ConfigMap on every call, so its requirements never settle
@@ -44,6 +46,10 @@ class Function(grpcv1.FunctionRunnerService):
         mode = spec.get("mode", "compose")
         if mode == "compose":
             compose(req, rsp)
+        elif mode == "connection":
+            xr = resource.struct_to_dict(req.observed.composite.resource)
+            value = str(xr.get("spec", {}).get("value", ""))
+            rsp.desired.composite.connection_details["value"] = value.encode()
         elif mode == "slow":
             await asyncio.sleep(float(spec.get("seconds", 30)))
             compose(req, rsp)
