@@ -1,5 +1,5 @@
 //! The command line: `crossplane core start` and `crossplane rbac start`, each flattening the manager's
-//! flags, and the functions that run them.
+//! flags, `crossplane render`, and the functions that run them.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -53,6 +53,8 @@ pub enum Component {
         #[command(subcommand)]
         command: RbacCommand,
     },
+    /// Renders a composite resource through its Composition's pipeline without a cluster.
+    Render(crate::render_command::RenderArgs),
 }
 
 /// `core start`.
@@ -118,6 +120,9 @@ pub fn command() -> clap::Command {
 pub fn main(binary: BinaryInfo) -> ExitCode {
     let matches = command().version(binary.version).get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if let Component::Render(args) = &cli.component {
+        return crate::render_command::main(args);
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -133,6 +138,7 @@ pub fn main(binary: BinaryInfo) -> ExitCode {
             Component::Rbac {
                 command: RbacCommand::Start(args),
             } => rbac_start(args, binary).await,
+            Component::Render(_) => Ok(()),
         }
     });
     match result {

@@ -1,11 +1,12 @@
 //! The crossplane-rs core: `crossplane core start` (XRDs, Compositions and their revisions, composite
-//! resources with the built-in patch-and-transform function) and `crossplane rbac start` (per-XRD
-//! ClusterRoles).
+//! resources composed by function pipelines: the built-in patch-and-transform and any function over
+//! gRPC), `crossplane rbac start` (per-XRD ClusterRoles) and `crossplane render` (a pipeline without a
+//! cluster).
 //!
 //! Modules, one concept each: [`cli`] (flags and the two entry points), [`xcrd`] (XRD → CRD),
 //! [`definition`] (the XRD controller, which starts one composite controller per XRD as a child of the
 //! term), [`revision`] (Composition → CompositionRevision), [`composite`] (the XR reconciler),
-//! [`rbac`] (the RBAC manager), [`backoff`] and [`error`].
+//! [`rbac`] (the RBAC manager), [`render_command`] (`crossplane render`), [`backoff`] and [`error`].
 #![forbid(unsafe_code)]
 
 pub mod backoff;
@@ -15,6 +16,7 @@ pub mod definition;
 pub mod error;
 pub mod metrics;
 pub mod rbac;
+pub mod render_command;
 pub mod revision;
 pub mod xcrd;
 

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod function_process;
+
 use std::future::Future;
 use std::path::Path;
 use std::process::Stdio;
