@@ -86,6 +86,9 @@ pub struct CoreStart {
     /// The deadline of one composition-function call; a slower function fails its pipeline step.
     #[arg(long, value_parser = manager::duration::parse_duration, default_value = "20s", value_name = "DURATION")]
     pub function_deadline: Duration,
+    /// The core's namespace: the function CA (`crossplane-root-ca`) and server-certificate Secrets live here.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "crossplane-system")]
+    pub namespace: String,
 }
 
 /// Flags of `rbac start`.
@@ -170,6 +173,7 @@ pub async fn core_start(args: CoreStart, binary: BinaryInfo) -> Result<(), manag
         metrics,
         functions: std::sync::Arc::new(crate::composite::functions::Functions::new(
             args.function_deadline,
+            args.namespace.clone(),
         )),
     };
     mgr.add_gated(definition::CONTROLLER, move |ctx: TermContext| {

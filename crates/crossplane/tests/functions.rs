@@ -65,6 +65,8 @@ impl Fixture {
                 &selector,
                 "--function-deadline",
                 deadline,
+                "--namespace",
+                &ns,
             ],
             &format!("{prefix}-{id}"),
         )?;
@@ -433,5 +435,94 @@ async fn misbehaving_functions_give_one_clear_condition_and_delete_nothing() -> 
         assert_eq!(before, after, "{case}: the XR keeps being written");
     }
     drop((good, garbage));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_function_revision_endpoint_is_dialled_with_mutual_tls() -> anyhow::Result<()> {
+    let f = Fixture::new("fntls", "20s").await?;
+    let fname = format!("function-tls-{}", f.id);
+    let port = free_port()?;
+    apply(
+        &f.functions,
+        json!({"apiVersion": "pkg.crossplane.io/v1", "kind": "Function",
+        "metadata": {"name": fname, "labels": {"crossplane-rs.io/test": f.id}},
+        "spec": {"package": "xpkg.crossplane.io/crossplane-rs/misbehave:v0.0.0"}}),
+    )
+    .await?;
+    let revs = dynamic(
+        &f.client,
+        "pkg.crossplane.io",
+        "v1",
+        "FunctionRevision",
+        "functionrevisions",
+    );
+    let rev = format!("{fname}-1");
+    apply(&revs, json!({"apiVersion": "pkg.crossplane.io/v1", "kind": "FunctionRevision",
+        "metadata": {"name": rev, "labels": {"pkg.crossplane.io/package": fname, "crossplane-rs.io/test": f.id}},
+        "spec": {"package": "xpkg.crossplane.io/crossplane-rs/misbehave:v0.0.0", "desiredState": "Active", "revision": 1}})).await?;
+    revs.patch_status(
+        &rev,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"status": {"endpoint": format!("dns:///127.0.0.1:{port}")}})),
+    )
+    .await?;
+    let comp = format!("tls-{}", f.id);
+    f.composition(
+        &comp,
+        json!([{"step": "compose", "functionRef": {"name": fname},
+        "input": {"apiVersion": "test.crossplane-rs.io/v1", "kind": "Input", "mode": "compose"}}]),
+    )
+    .await?;
+    f.xr("app", &comp, "over-mtls").await?;
+
+    // The core issues the function's server certificate when it first needs the function.
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(f.client.clone(), &f.ns);
+    let server = wait_for(
+        "the function's server certificate Secret",
+        Duration::from_secs(60),
+        || async { Ok(secrets.get_opt(&format!("{fname}-tls-server")).await?) },
+    )
+    .await?;
+    assert!(
+        secrets.get_opt("crossplane-root-ca").await?.is_some(),
+        "the CA Secret"
+    );
+    let dir = std::env::temp_dir().join(format!("function-tls-{}", f.id));
+    std::fs::create_dir_all(&dir)?;
+    let data = server.data.unwrap_or_default();
+    for key in ["tls.crt", "tls.key", "ca.crt"] {
+        std::fs::write(
+            dir.join(key),
+            &data.get(key).with_context(|| format!("{key} in the Secret"))?.0,
+        )?;
+    }
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/functions/misbehave.py");
+    let served = serve_at(
+        venv_bin("python")?,
+        &[
+            script.to_str().context("utf-8 path")?,
+            "--tls-certs-dir",
+            dir.to_str().context("utf-8 path")?,
+        ],
+        "tls",
+        port,
+    )
+    .await?;
+    f.ready("app")
+        .await
+        .with_context(|| format!("function log: {}", served.log.display()))?;
+    let cms = f.composed("app").await?;
+    assert_eq!(cms.len(), 1);
+    assert_eq!(
+        cms[0]
+            .data
+            .clone()
+            .unwrap_or_default()
+            .get("value")
+            .map(String::as_str),
+        Some("over-mtls")
+    );
+    std::fs::remove_dir_all(&dir)?;
     Ok(())
 }

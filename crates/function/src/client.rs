@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tonic::Code;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use crate::proto::{self, v1, v1beta1};
 
@@ -49,6 +49,17 @@ pub enum CallError {
     },
 }
 
+/// PEM material for mutual TLS.
+#[derive(Debug, Clone)]
+pub struct Tls {
+    /// The CA that signs function server certificates.
+    pub ca: Vec<u8>,
+    /// The client certificate.
+    pub cert: Vec<u8>,
+    /// The client key.
+    pub key: Vec<u8>,
+}
+
 /// A client of one function endpoint. Cloning shares the channel.
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -83,6 +94,38 @@ impl Client {
             ));
         }
         let ep = Endpoint::from_shared(uri)
+            .map_err(|e| invalid(e.to_string()))?
+            .connect_timeout(Duration::from_secs(5))
+            .tcp_nodelay(true);
+        Ok(Self {
+            endpoint: endpoint.to_owned(),
+            channel: ep.connect_lazy(),
+            beta: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    /// A client of a function served with mutual TLS at `endpoint`: the server's certificate must be
+    /// signed by `tls.ca` and name the endpoint's host; the client presents `tls.cert`/`tls.key`.
+    pub fn mtls(endpoint: &str, tls: &Tls) -> Result<Self, CallError> {
+        let invalid = |message: String| CallError::InvalidEndpoint {
+            endpoint: endpoint.to_owned(),
+            message,
+        };
+        let uri = uri(endpoint).replacen("http://", "https://", 1);
+        let host = uri
+            .split("://")
+            .nth(1)
+            .and_then(|r| r.rsplit_once(':').map(|(h, _)| h).or(Some(r)))
+            .unwrap_or_default()
+            .trim_matches(|c| c == '[' || c == ']')
+            .to_owned();
+        let cfg = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(&tls.ca))
+            .identity(Identity::from_pem(&tls.cert, &tls.key))
+            .domain_name(host);
+        let ep = Endpoint::from_shared(uri)
+            .map_err(|e| invalid(e.to_string()))?
+            .tls_config(cfg)
             .map_err(|e| invalid(e.to_string()))?
             .connect_timeout(Duration::from_secs(5))
             .tcp_nodelay(true);

@@ -14,6 +14,6 @@ pub mod client;
 pub mod proto;
 pub mod structs;
 
-pub use client::{CallError, Client};
+pub use client::{CallError, Client, Tls};
 pub use prost_types;
 pub use proto::v1::{RunFunctionRequest, RunFunctionResponse};

@@ -5,7 +5,7 @@
 //! Endpoint: a Function annotated `render.crossplane.io/runtime: Development` is dialled at its
 //! `render.crossplane.io/runtime-development-target` (default `localhost:9443`); otherwise at the
 //! `status.endpoint` of its active FunctionRevision (label `pkg.crossplane.io/package: <function>`).
-//! Both are dialled in plaintext: the core does not issue function certificates yet.
+//! Development endpoints are dialled in plaintext; revision endpoints with mutual TLS ([`super::pki`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -23,24 +23,63 @@ use serde_json::Value;
 
 use super::discovery::Discovery;
 use super::pipeline::Io;
+use super::pki::{self, Pki};
 
 /// The default deadline of one function call.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(20);
 
 /// Function clients, one per endpoint, shared by every XR of the core.
-#[derive(Debug)]
 pub struct Functions {
     deadline: Duration,
+    namespace: String,
     clients: Mutex<HashMap<String, function::Client>>,
+    pki: tokio::sync::OnceCell<Pki>,
+}
+
+impl std::fmt::Debug for Functions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Functions")
+            .field("deadline", &self.deadline)
+            .field("namespace", &self.namespace)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Functions {
-    /// Clients whose calls fail after `deadline`.
-    pub fn new(deadline: Duration) -> Self {
+    /// Clients whose calls fail after `deadline`; the CA and server certificates live in `namespace`.
+    pub fn new(deadline: Duration, namespace: impl Into<String>) -> Self {
         Self {
             deadline,
+            namespace: namespace.into(),
             clients: Mutex::new(HashMap::new()),
+            pki: tokio::sync::OnceCell::new(),
         }
+    }
+
+    /// The mTLS client of Function `function` at `endpoint`, issuing its server certificate first.
+    async fn tls_client(
+        &self,
+        client: &kube::Client,
+        function: &str,
+        endpoint: &str,
+    ) -> Result<function::Client, String> {
+        let pki = self
+            .pki
+            .get_or_try_init(|| Pki::load_or_create(client, &self.namespace))
+            .await?;
+        pki.ensure_server(client, &self.namespace, function, pki::host(endpoint))
+            .await?;
+        let key = format!("tls:{endpoint}");
+        let mut clients = self
+            .clients
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(c) = clients.get(&key) {
+            return Ok(c.clone());
+        }
+        let c = function::Client::mtls(endpoint, &pki.client).map_err(|e| e.to_string())?;
+        clients.insert(key, c.clone());
+        Ok(c)
     }
 
     /// The deadline of one call.
@@ -63,8 +102,17 @@ impl Functions {
     }
 }
 
+/// Where a Function answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// Already running, plaintext (the development annotations).
+    Development(String),
+    /// The active revision's endpoint, mutual TLS.
+    Revision(String),
+}
+
 /// Where Function `name` answers, from its annotations or its active revision.
-pub async fn endpoint(client: &kube::Client, name: &str) -> Result<String, String> {
+pub async fn endpoint(client: &kube::Client, name: &str) -> Result<Endpoint, String> {
     let functions: Api<Function> = Api::all(client.clone());
     let f = functions
         .get_opt(name)
@@ -78,11 +126,12 @@ pub async fn endpoint(client: &kube::Client, name: &str) -> Result<String, Strin
             )
         })?;
     if f.annotations().get(ANNOTATION_RUNTIME).map(String::as_str) == Some(RUNTIME_DEVELOPMENT) {
-        return Ok(f
-            .annotations()
-            .get(ANNOTATION_RUNTIME_DEVELOPMENT_TARGET)
-            .cloned()
-            .unwrap_or_else(|| "localhost:9443".into()));
+        return Ok(Endpoint::Development(
+            f.annotations()
+                .get(ANNOTATION_RUNTIME_DEVELOPMENT_TARGET)
+                .cloned()
+                .unwrap_or_else(|| "localhost:9443".into()),
+        ));
     }
     let revisions: Api<FunctionRevision> = Api::all(client.clone());
     let list = revisions
@@ -93,6 +142,7 @@ pub async fn endpoint(client: &kube::Client, name: &str) -> Result<String, Strin
         .iter()
         .filter(|r| r.spec.desired_state == "Active")
         .find_map(|r| r.status.as_ref()?.endpoint.clone().filter(|e| !e.is_empty()))
+        .map(Endpoint::Revision)
         .ok_or_else(|| {
             format!("Function {name:?} has no active FunctionRevision with an endpoint yet: wait for it to become healthy")
         })
@@ -114,8 +164,10 @@ impl Io for ClusterIo<'_> {
         function: &str,
         req: v1::RunFunctionRequest,
     ) -> Result<v1::RunFunctionResponse, String> {
-        let ep = endpoint(self.client, function).await?;
-        let c = self.functions.client(&ep)?;
+        let c = match endpoint(self.client, function).await? {
+            Endpoint::Development(ep) => self.functions.client(&ep)?,
+            Endpoint::Revision(ep) => self.functions.tls_client(self.client, function, &ep).await?,
+        };
         c.run(req, self.functions.deadline)
             .await
             .map_err(|e| e.to_string())

@@ -4,7 +4,7 @@
 //! (Composition and revision selection), [`discovery`] (kinds → API resources), [`pipeline`] (running
 //! the Composition's pipeline), [`builtin`] (the in-process patch-and-transform step), [`connection`]
 //! (connection details read from composed resources and written for the XR), [`functions`]
-//! (calling Functions over gRPC and reading what they require), [`render`] (labels,
+//! (calling Functions over gRPC and reading what they require), [`pki`] (mTLS with functions), [`render`] (labels,
 //! annotations, owner references and names of composed resources), [`status`] (Synced and Ready), [`watch`]
 //! (realtime composition: watches on composed kinds) and [`reconciler`] (the controller).
 
@@ -14,6 +14,7 @@ pub mod discovery;
 pub mod fields;
 pub mod functions;
 pub mod pipeline;
+pub mod pki;
 pub mod reconciler;
 pub mod render;
 pub mod select;

@@ -2,7 +2,8 @@
 the core's function tests. Its step input chooses what it does:
 
   mode: compose       composes a ConfigMap `config` (data.value = the XR's spec.value), ready, with a
-                      Normal result and the condition FunctionComposed=True
+                      Normal result and the condition FunctionComposed=True; with `count: N`, N
+                      ConfigMaps `config-0` ... instead (the benchmark's)
   mode: connection    composes nothing; desires the connection detail `value` (the XR's spec.value)
                       for the composite
   mode: slow          sleeps `seconds`, then composes as `compose`
@@ -13,7 +14,10 @@ the core's function tests. Its step input chooses what it does:
 With --garbage it serves no function: it answers RunFunction with bytes that are not a
 RunFunctionResponse.
 
-Usage: python misbehave.py --address 127.0.0.1:PORT [--garbage]
+With --tls-certs-dir DIR it serves mutual TLS with DIR's tls.crt, tls.key and ca.crt (the SDK's
+load_credentials), as a function installed by a package manager does.
+
+Usage: python misbehave.py --address 127.0.0.1:PORT [--garbage | --tls-certs-dir DIR]
 """
 import argparse
 import asyncio
@@ -27,14 +31,16 @@ from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 calls = itertools.count()
 
 
-def compose(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse) -> None:
+def compose(req: fnv1.RunFunctionRequest, rsp: fnv1.RunFunctionResponse, count=None) -> None:
     xr = resource.struct_to_dict(req.observed.composite.resource)
     value = str(xr.get("spec", {}).get("value", ""))
-    resource.update(
-        rsp.desired.resources["config"],
-        {"apiVersion": "v1", "kind": "ConfigMap", "data": {"value": value}},
-    )
-    rsp.desired.resources["config"].ready = fnv1.READY_TRUE
+    names = ["config"] if count is None else [f"config-{i}" for i in range(int(count))]
+    for name in names:
+        resource.update(
+            rsp.desired.resources[name],
+            {"apiVersion": "v1", "kind": "ConfigMap", "data": {"value": value}},
+        )
+        rsp.desired.resources[name].ready = fnv1.READY_TRUE
     response.normal(rsp, f"composed config with value {value!r}")
     rsp.conditions.add(type="FunctionComposed", status=fnv1.STATUS_CONDITION_TRUE, reason="Composed")
 
@@ -44,8 +50,10 @@ class Function(grpcv1.FunctionRunnerService):
         rsp = response.to(req)
         spec = resource.struct_to_dict(req.input)
         mode = spec.get("mode", "compose")
+        # One line per call: the benchmark counts them.
+        print(f"RunFunction {mode}", flush=True)
         if mode == "compose":
-            compose(req, rsp)
+            compose(req, rsp, spec.get("count"))
         elif mode == "connection":
             xr = resource.struct_to_dict(req.observed.composite.resource)
             value = str(xr.get("spec", {}).get("value", ""))
@@ -97,9 +105,13 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--address", required=True)
     p.add_argument("--garbage", action="store_true")
+    p.add_argument("--tls-certs-dir")
     args = p.parse_args()
     if args.garbage:
         asyncio.run(serve_garbage(args.address))
+    elif args.tls_certs_dir:
+        creds = runtime.load_credentials(args.tls_certs_dir)
+        runtime.serve(Function(), args.address, creds=creds, insecure=False)
     else:
         runtime.serve(Function(), args.address, creds=None, insecure=True)
 

@@ -38,7 +38,11 @@ pub struct Served {
 
 /// Starts `program args... <address args>` and waits until it accepts connections.
 pub async fn serve(program: PathBuf, args: &[&str], name: &str) -> anyhow::Result<Served> {
-    let port = free_port()?;
+    serve_at(program, args, name, free_port()?).await
+}
+
+/// Like [`serve`], on a given port.
+pub async fn serve_at(program: PathBuf, args: &[&str], name: &str, port: u16) -> anyhow::Result<Served> {
     let address = format!("127.0.0.1:{port}");
     let log = std::env::temp_dir().join(format!("function-{name}.log"));
     let out = std::fs::File::create(&log)?;
