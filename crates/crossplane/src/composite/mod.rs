@@ -40,5 +40,8 @@ pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
         // Credentials handed to pipeline steps, composed resources' connection details (read), and the
         // XR's connection Secret (written).
         Rule::kind::<Secret>(&[""], manager::rbac::OWN),
+        // Events on XRs (function results, failed reconciles) in the XRs' namespaces, and in `default`
+        // for cluster-scoped XRs.
+        Rule::new("", &["events"], &["create", "patch"]),
     ]
 }
