@@ -113,6 +113,10 @@ enum Command {
         /// Fewer repetitions and shorter windows (about 8 minutes instead of about 25).
         #[arg(long)]
         quick: bool,
+        /// Only the composition-functions benchmark (100 XRs x 5 resources, 2-step pipeline; per-call
+        /// gRPC overhead against the built-in step); writes docs/functions-benchmark.md.
+        #[arg(long)]
+        functions: bool,
     },
     /// Run the full fault schedule (issue 8) on a fresh control plane: provider-nop and core replicas
     /// hit by kills, stops, restarts, cut-offs, clock skew and rolling updates; the audit-log checker
@@ -160,7 +164,8 @@ fn main() {
             },
         )
         .map(|_| 0),
-        Command::Bench { quick } => bench::run(quick),
+        Command::Bench { functions: true, .. } => bench::functions::run(),
+        Command::Bench { quick, .. } => bench::run(quick),
         Command::NodeBench { deletions } => node::run(deletions),
         Command::Chaos {
             changes,

@@ -148,3 +148,41 @@ pub fn ensure() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// The Python packages of the function tests, pinned: function-pythonic (a real composition function,
+/// console script `function-pythonic`) and, through it, the official SDK crossplane-function-sdk-python
+/// that our own test function and the protocol interop test use.
+const FUNCTION_PACKAGES: &[&str] = &[
+    "crossplane-function-pythonic==0.1.4",
+    "crossplane-function-sdk-python==0.9.0",
+];
+
+/// The virtualenv of the function tests, `target/function-venv`, created with `python3 -m venv` and
+/// filled from PyPI when it lacks `function-pythonic`.
+pub fn function_venv() -> anyhow::Result<()> {
+    let venv = crate::target_dir().join("function-venv");
+    if venv.join("bin").join("function-pythonic").is_file() {
+        return Ok(());
+    }
+    eprintln!("[prereq] creating the function virtualenv {}", venv.display());
+    let status = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .context("running python3 -m venv (install python3 and python3-venv)")?;
+    if !status.success() {
+        bail!(
+            "python3 -m venv {} failed ({status}); install python3-venv and run again",
+            venv.display()
+        );
+    }
+    let status = Command::new(venv.join("bin").join("pip"))
+        .args(["install", "--quiet"])
+        .args(FUNCTION_PACKAGES)
+        .status()
+        .context("running pip in the function virtualenv")?;
+    if !status.success() {
+        bail!("pip install {} failed ({status})", FUNCTION_PACKAGES.join(" "));
+    }
+    Ok(())
+}

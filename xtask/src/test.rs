@@ -9,6 +9,7 @@ use crate::{harness, runtime, target_dir};
 /// Runs the workspace tests against a fresh control plane and returns cargo's exit code.
 pub fn run(args: &[String]) -> anyhow::Result<i32> {
     crate::prereq::ensure()?;
+    crate::prereq::function_venv()?;
     let harness = harness()?;
     let start = Instant::now();
     let helm = testenv::helm::ensure_built(&target_dir()).context("building helm for the chart test")?;

@@ -28,6 +28,7 @@ const NATIVE: &[(&str, &str, &str, &str, &str)] = &[
         "same",
     ),
     ("core start", "`--poll-interval`", "", "1m", "same"),
+    ("core start", "`--namespace`, `-n`", "POD_NAMESPACE", "crossplane-system", "same (where the function CA lives)"),
     (
         "rbac start",
         "`--leader-election`, `-l`",

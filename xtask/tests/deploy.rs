@@ -170,7 +170,13 @@ fn expectations(binary: &str) -> (Vec<Request>, Vec<Request>) {
                 None,
             ));
             denied.push(("rbac.authorization.k8s.io", "clusterroles", "create", false, None));
-            denied.push(("", "secrets", "get", true, None));
+            // Secrets: function credentials, composed resources' connection details, the XR connection
+            // Secret, and the function CA and server certificates.
+            denied.retain(|r| r.1 != "secrets");
+            allowed.push(("", "secrets", "get", true, None));
+            allowed.push(("", "secrets", "list", false, None));
+            allowed.push(("pkg.crossplane.io", "functionrevisions", "list", false, None));
+            denied.push(("pkg.crossplane.io", "functions", "delete", false, None));
         }
         "crossplane-rbac-manager" => {
             allowed.push((

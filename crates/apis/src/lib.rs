@@ -17,6 +17,7 @@ pub mod apiextensions;
 pub mod condition;
 pub mod duration;
 pub mod meta;
+pub mod pkg;
 pub mod policy;
 pub mod providerconfig;
 pub mod reference;

@@ -1,6 +1,6 @@
-//! The command line: `crossplane core start|init` and `crossplane rbac start|init`, the starts flattening
-//! the manager's flags, every subcommand accepting upstream's flags too ([`crate::upstream_flags`]), and the
-//! functions that run them.
+//! The command line: `crossplane core start|init`, `crossplane rbac start|init` and `crossplane render`;
+//! the starts flatten the manager's flags, every subcommand accepts upstream's flags too
+//! ([`crate::upstream_flags`]), and the functions that run them.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -60,6 +60,8 @@ pub enum Component {
         #[command(subcommand)]
         command: RbacCommand,
     },
+    /// Renders a composite resource through its Composition's pipeline without a cluster.
+    Render(crate::render_command::RenderArgs),
 }
 
 /// `core start`.
@@ -93,6 +95,13 @@ pub struct CoreStart {
     /// Only XRDs and Compositions matching this label selector (for tests sharing one apiserver).
     #[arg(long, hide = true)]
     pub watch_label_selector: Option<String>,
+    /// The deadline of one composition-function call; a slower function fails its pipeline step.
+    #[arg(long, value_parser = manager::duration::parse_duration, default_value = "20s", value_name = "DURATION")]
+    pub function_deadline: Duration,
+    /// The core's namespace: the function CA (`crossplane-root-ca`) and server-certificate Secrets live here.
+    /// (`-n` as upstream.)
+    #[arg(short = 'n', long, env = "POD_NAMESPACE", default_value = "crossplane-system")]
+    pub namespace: String,
 }
 
 /// Flags of `rbac start`.
@@ -182,6 +191,9 @@ fn apply_ports(manager: &mut manager::Args, given: &[Given]) -> Result<(), Strin
 pub fn main(binary: BinaryInfo) -> ExitCode {
     let matches = command().version(binary.version).get_matches();
     let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if let Component::Render(args) = &cli.component {
+        return crate::render_command::main(args);
+    }
     let given = upstream_given(&matches);
     if let Component::Core {
         command: CoreCommand::Start(args),
@@ -244,6 +256,7 @@ pub fn main(binary: BinaryInfo) -> ExitCode {
             | Component::Rbac {
                 command: RbacCommand::Init,
             } => Ok(()),
+            Component::Render(_) => Ok(()),
         }
     });
     match result {
@@ -279,6 +292,10 @@ pub async fn core_start(
         selector: args.watch_label_selector,
         poll: args.poll_interval,
         metrics,
+        functions: std::sync::Arc::new(crate::composite::functions::Functions::new(
+            args.function_deadline,
+            args.namespace.clone(),
+        )),
     };
     mgr.add_gated(definition::CONTROLLER, move |ctx: TermContext| {
         definition::run(ctx, options.clone())

@@ -46,6 +46,8 @@ pub struct Options {
     pub poll: Duration,
     /// Where reconcile metrics go.
     pub metrics: ReconcileMetrics,
+    /// Composition-function clients, shared by every composite controller.
+    pub functions: std::sync::Arc<composite::functions::Functions>,
 }
 
 struct Child {
@@ -235,6 +237,7 @@ async fn reconcile(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -> Resu
                 resource: resource.clone(),
                 xrd: xrd.spec.clone(),
                 poll: ctx.options.poll,
+                functions: ctx.options.functions.clone(),
                 recorder: Recorder::new(ctx.options.metrics.clone(), &format!("composite/{name}")),
             };
             let handle = ctx

@@ -1,14 +1,15 @@
 //! The crossplane-rs core: `crossplane core start` (XRDs, Compositions and their revisions, composite
-//! resources with the built-in patch-and-transform function) and `crossplane rbac start` (per-XRD
-//! ClusterRoles).
+//! resources composed by function pipelines: the built-in patch-and-transform and any function over
+//! gRPC), `crossplane rbac start` (per-XRD ClusterRoles) and `crossplane render` (a pipeline without a
+//! cluster).
 //!
 //! Modules, one concept each: [`cli`] (flags and the two entry points), [`xcrd`] (XRD → CRD),
 //! [`definition`] (the XRD controller, which starts one composite controller per XRD as a child of the
 //! term), [`revision`] (Composition → CompositionRevision), [`composite`] (the XR reconciler),
 //! [`rbac`] (the RBAC manager), [`roles`] (the user-facing crossplane-admin/edit/view/browse roles),
 //! [`init`] (`core init`, `rbac init`), [`upstream_flags`] (upstream's flags and what we do with
-//! each) and [`error`]. Controller wiring, backoff and reconcile metrics are the manager's
-//! ([`manager::controller::ControllerBuilder`]).
+//! each), [`render_command`] (`crossplane render`) and [`error`]. Controller wiring, backoff and
+//! reconcile metrics are the manager's ([`manager::controller::ControllerBuilder`]).
 #![forbid(unsafe_code)]
 
 pub mod cli;
@@ -18,6 +19,7 @@ pub mod error;
 pub mod init;
 pub mod metrics;
 pub mod rbac;
+pub mod render_command;
 pub mod revision;
 pub mod roles;
 pub mod upstream_flags;
@@ -29,11 +31,14 @@ pub use error::Error;
 pub fn crds()
 -> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> {
     use apis::apiextensions::{Composition, CompositionRevision};
+    use apis::pkg::{Function, FunctionRevision};
     use kube::CustomResourceExt;
     vec![
         apis::apiextensions::xrd::crd(),
         Composition::crd(),
         CompositionRevision::crd(),
+        Function::crd(),
+        FunctionRevision::crd(),
     ]
 }
 

@@ -14,16 +14,10 @@ const NO_CIRCUIT_BREAKER: &str = "crossplane-rs has no XR circuit breaker yet";
 const NO_PROFILER: &str = "crossplane-rs serves no pprof endpoint";
 const NOT_YET: &str = "crossplane-rs does not have this feature yet";
 
-/// `crossplane core start`. `--metrics-port` and `--health-probe-port` are applied by the binary: they
+/// `crossplane core start` (`--namespace`/`-n` is one of its own flags). `--metrics-port` and `--health-probe-port` are applied by the binary: they
 /// set `--metrics-bind-address` and `--health-probe-bind-address` to `:<port>`.
 pub const CORE_START: &[Flag] = &[
     Flag::ignored("profile", NO_PROFILER),
-    Flag::ignored(
-        "namespace",
-        "the namespace comes from --leader-election-namespace (POD_NAMESPACE)",
-    )
-    .short('n')
-    .default("crossplane-system"),
     Flag::ignored("service-account", NO_PACKAGES)
         .env("POD_SERVICE_ACCOUNT")
         .default("crossplane"),
@@ -96,7 +90,11 @@ pub const CORE_START: &[Flag] = &[
     Flag::ignored_switch("enable-deployment-runtime-configs", NO_PACKAGES).default("true"),
     Flag::ignored_switch("enable-usages", NOT_YET).default("true"),
     Flag::ignored_switch("enable-ssa-claims", NOT_YET).default("true"),
-    Flag::ignored_switch("enable-realtime-compositions", NOT_YET).default("true"),
+    Flag::ignored_switch(
+        "enable-realtime-compositions",
+        "composed resources are always watched",
+    )
+    .default("true"),
     Flag::ignored_switch("enable-custom-to-managed-resource-conversion", NO_PACKAGES).default("true"),
     Flag::ignored_switch("restrict-namespaced-events", NOT_YET).default("false"),
     Flag::ignored_switch("watch-cache-namespaced", NOT_YET).default("false"),

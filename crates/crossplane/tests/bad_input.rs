@@ -3,7 +3,7 @@
 //! - an XRD whose schema is invalid (refused by the renderer, and one refused by the apiserver);
 //! - an XR whose Composition is for another (unknown) kind;
 //! - an XR that selects no Composition;
-//! - an XR whose Composition uses an external function.
+//! - an XR whose Composition uses a Function that is not installed.
 
 mod support;
 
@@ -150,7 +150,7 @@ async fn bad_input_gives_clear_conditions_without_hot_loops() -> anyhow::Result<
     let msg = c["message"].as_str().context("message")?;
     assert!(msg.contains("Kind=Nope") && msg.contains("Kind=XBad"), "{msg}");
 
-    // 4. An external function.
+    // 4. A Function that is not installed.
     apply(&comps, json!({"apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
         "metadata": {"name": format!("external-{id}"), "labels": {"crossplane-rs.io/test": id}},
         "spec": {"compositeTypeRef": {"apiVersion": format!("{g}/v1"), "kind": "XBad"},
@@ -169,14 +169,14 @@ async fn bad_input_gives_clear_conditions_without_hot_loops() -> anyhow::Result<
             c["status"] == "False"
                 && c["message"]
                     .as_str()
-                    .is_some_and(|m| m.contains("external functions"))
+                    .is_some_and(|m| m.contains("function-go-templating"))
         }))
     })
     .await?;
     assert!(
         c["message"]
             .as_str()
-            .is_some_and(|m| m.contains("external functions are not supported yet")),
+            .is_some_and(|m| m.contains("Function \"function-go-templating\" not found: install it")),
         "{c}"
     );
 

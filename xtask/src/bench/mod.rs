@@ -30,6 +30,7 @@
 
 mod builds;
 mod candidate;
+pub mod functions;
 mod many;
 mod markdown;
 mod nop;

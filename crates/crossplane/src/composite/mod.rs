@@ -2,17 +2,24 @@
 //!
 //! Modules, one concept each: [`fields`] (where Crossplane's fields live in an XR), [`select`]
 //! (Composition and revision selection), [`discovery`] (kinds → API resources), [`pipeline`] (running
-//! the Composition's pipeline with the built-in patch-and-transform engine), [`render`] (labels,
-//! annotations, owner references and names of composed resources), [`status`] (Synced and Ready) and
-//! [`reconciler`] (the controller).
+//! the Composition's pipeline), [`builtin`] (the in-process patch-and-transform step), [`connection`]
+//! (connection details read from composed resources and written for the XR), [`functions`]
+//! (calling Functions over gRPC and reading what they require), [`pki`] (mTLS with functions), [`render`] (labels,
+//! annotations, owner references and names of composed resources), [`status`] (Synced and Ready), [`watch`]
+//! (realtime composition: watches on composed kinds) and [`reconciler`] (the controller).
 
+pub mod builtin;
+pub mod connection;
 pub mod discovery;
 pub mod fields;
+pub mod functions;
 pub mod pipeline;
+pub mod pki;
 pub mod reconciler;
 pub mod render;
 pub mod select;
 pub mod status;
+pub mod watch;
 
 pub use reconciler::{CompositeController, run};
 
@@ -21,9 +28,20 @@ pub use reconciler::{CompositeController, run};
 /// read to select one.
 pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
     use apis::apiextensions::{Composition, CompositionRevision};
+    use apis::pkg::{Function, FunctionRevision};
+    use k8s_openapi::api::core::v1::Secret;
     use manager::rbac::{READ, Rule};
     vec![
         Rule::kind::<Composition>(&[""], READ),
         Rule::kind::<CompositionRevision>(&[""], READ),
+        // Where Functions answer.
+        Rule::kind::<Function>(&[""], READ),
+        Rule::kind::<FunctionRevision>(&[""], READ),
+        // Credentials handed to pipeline steps, composed resources' connection details (read), and the
+        // XR's connection Secret (written).
+        Rule::kind::<Secret>(&[""], manager::rbac::OWN),
+        // Events on XRs (function results, failed reconciles) in the XRs' namespaces, and in `default`
+        // for cluster-scoped XRs.
+        Rule::new("", &["events"], &["create", "patch"]),
     ]
 }

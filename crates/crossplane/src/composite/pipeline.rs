@@ -1,99 +1,431 @@
-//! Running a Composition's pipeline. A step whose function is `function-patch-and-transform` runs the
-//! built-in engine (crate `composition`); any other function is refused until external functions exist.
+//! Running a Composition's pipeline as upstream's FunctionComposer does.
+//!
+//! Each step gets the observed composite and composed resources, the desired state and pipeline
+//! context the previous step returned, its own input, its credentials and the resources it required.
+//! A step whose function is [`PATCH_AND_TRANSFORM`] runs the built-in engine in process ([`super::builtin`]);
+//! any other step calls its Function over gRPC through [`Io`].
+//!
+//! - Results: Normal and Warning become [`Event`]s; a Fatal result stops the pipeline with
+//!   [`PipelineError::Fatal`] (the caller then deletes nothing).
+//! - Requirements: the step is called again with the resources it asked for until its requirements stop
+//!   changing, at most [`MAX_REQUIREMENTS_ITERATIONS`] calls; the desired state of earlier calls is
+//!   discarded.
+//! - Conditions set by functions are returned for the XR (the system types `Ready`, `Synced` and
+//!   `Healthy` are refused, as upstream); the response TTL is the smallest non-zero one.
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
 
 use apis::apiextensions::PipelineStep;
-use composition::input::Resources;
-use composition::{Composed, DesiredComposed, ObservedComposed, Request};
-use serde_json::Value;
+use apis::{Condition, ConditionStatus};
+use composition::ObservedComposed;
+use function::proto::v1;
+use function::structs;
+use serde_json::{Map, Value};
+
+use super::builtin;
 
 /// The function that runs in process.
 pub const PATCH_AND_TRANSFORM: &str = "function-patch-and-transform";
+/// Calls of one step while its requirements keep changing (upstream's MaxRequirementsIterations).
+pub const MAX_REQUIREMENTS_ITERATIONS: usize = 5;
+/// Condition types functions may not set.
+const SYSTEM_CONDITIONS: &[&str] = &["Ready", "Synced", "Healthy"];
 
-/// Why the pipeline failed.
+/// What the pipeline needs from outside: calling functions, and reading what steps require.
+pub trait Io: Sync {
+    /// Calls the Function `function` once.
+    fn call(
+        &self,
+        function: &str,
+        req: v1::RunFunctionRequest,
+    ) -> impl Future<Output = Result<v1::RunFunctionResponse, String>> + Send;
+    /// The resources a requirement selects.
+    fn required(
+        &self,
+        selector: &v1::ResourceSelector,
+    ) -> impl Future<Output = Result<Vec<Value>, String>> + Send;
+    /// The data of a Secret, for step credentials.
+    fn secret(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<BTreeMap<String, Vec<u8>>, String>> + Send;
+}
+
+/// Why the pipeline failed. Nothing is applied or deleted after a failure.
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
-    /// A step names a function other than the built-in one.
-    #[error("pipeline step {step:?} uses Function {function:?}: external functions are not supported yet")]
-    External {
+    /// The built-in step's input is invalid or the engine failed.
+    #[error("pipeline step {step:?}: {source}")]
+    Builtin {
         /// The step.
         step: String,
-        /// The function.
-        function: String,
+        /// The error.
+        source: builtin::BuiltinError,
     },
-    /// The step's input is missing or does not parse.
-    #[error("pipeline step {step:?}: invalid Function input: {message}")]
+    /// The step's input is not an object.
+    #[error("pipeline step {step:?}: the Function input must be an object")]
     Input {
         /// The step.
         step: String,
-        /// What is wrong.
-        message: String,
     },
-    /// The engine failed.
-    #[error("pipeline step {step:?}: {source}")]
-    Engine {
+    /// Calling the Function failed.
+    #[error("pipeline step {step:?} (Function {function:?}): {message}")]
+    Call {
         /// The step.
         step: String,
-        /// The engine's error.
-        source: composition::Error,
+        /// The Function.
+        function: String,
+        /// What failed.
+        message: String,
+    },
+    /// The Function returned a Fatal result.
+    #[error("pipeline step {step:?} (Function {function:?}) returned a fatal result: {message}")]
+    Fatal {
+        /// The step.
+        step: String,
+        /// The Function.
+        function: String,
+        /// The result's message.
+        message: String,
+        /// Events of earlier results, still worth reporting.
+        events: Vec<Event>,
+    },
+    /// The step's requirements kept changing.
+    #[error(
+        "pipeline step {step:?} (Function {function:?}): its requirements for extra resources still changed after {MAX_REQUIREMENTS_ITERATIONS} calls"
+    )]
+    Requirements {
+        /// The step.
+        step: String,
+        /// The Function.
+        function: String,
+    },
+    /// Credentials or required resources could not be read.
+    #[error("pipeline step {step:?}: {message}")]
+    Prepare {
+        /// The step.
+        step: String,
+        /// What failed.
+        message: String,
     },
 }
 
-/// Runs `steps` over the observed XR and composed resources; the result accumulates every step's output.
-pub fn run(
-    steps: &[PipelineStep],
-    observed_xr: &Value,
-    observed: &BTreeMap<String, ObservedComposed>,
-) -> Result<Composed, PipelineError> {
-    let mut acc: Option<Composed> = None;
-    for s in steps {
-        if s.function_ref.name != PATCH_AND_TRANSFORM {
-            return Err(PipelineError::External {
-                step: s.step.clone(),
-                function: s.function_ref.name.clone(),
-            });
-        }
-        let input = s.input.as_ref().ok_or_else(|| PipelineError::Input {
-            step: s.step.clone(),
-            message: "no input".into(),
-        })?;
-        let input = Resources::from_value(input).map_err(|e| PipelineError::Input {
-            step: s.step.clone(),
-            message: e.to_string(),
-        })?;
-        let prev_desired: Option<&BTreeMap<String, DesiredComposed>> = acc.as_ref().map(|c| &c.resources);
-        let req = Request {
-            input: &input,
-            observed_composite: observed_xr,
-            desired_composite: acc.as_ref().map(|c| &c.composite),
-            observed,
-            desired: prev_desired,
-            environment: acc.as_ref().map(|c| &c.environment),
-        };
-        let out = composition::run(&req).map_err(|source| PipelineError::Engine {
-            step: s.step.clone(),
-            source,
-        })?;
-        let warnings = acc.map(|a| a.warnings).unwrap_or_default();
-        let mut out = out;
-        let mut all = warnings;
-        all.append(&mut out.warnings);
-        out.warnings = all;
-        acc = Some(out);
+/// An event for the XR from a function result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// Warning (else Normal).
+    pub warning: bool,
+    /// The reason (upstream: the result's reason, default `ComposeResources`).
+    pub reason: String,
+    /// `step: message`.
+    pub message: String,
+}
+
+/// What the pipeline observed.
+#[derive(Debug, Clone, Default)]
+pub struct Observed {
+    /// The composite resource.
+    pub composite: Value,
+    /// Its connection details.
+    pub composite_connection: BTreeMap<String, Vec<u8>>,
+    /// Composed resources by template name, with their connection details.
+    pub resources: BTreeMap<String, ObservedComposed>,
+}
+
+/// What a successful pipeline desires.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// The desired state: composite (overlay, connection details, readiness) and composed resources.
+    pub desired: v1::State,
+    /// Events from results.
+    pub events: Vec<Event>,
+    /// Conditions functions set on the XR.
+    pub conditions: Vec<Condition>,
+    /// The smallest non-zero response TTL.
+    pub ttl: Option<Duration>,
+    /// Function calls made (requirement iterations count; the built-in step does not).
+    pub calls: usize,
+}
+
+fn protocol_state(o: &Observed) -> v1::State {
+    v1::State {
+        composite: Some(v1::Resource {
+            resource: structs::struct_of(&o.composite),
+            connection_details: o.composite_connection.clone(),
+            ready: 0,
+        }),
+        resources: o
+            .resources
+            .iter()
+            .map(|(k, r)| {
+                (
+                    k.clone(),
+                    v1::Resource {
+                        resource: structs::struct_of(&r.resource),
+                        connection_details: r.connection_details.clone(),
+                        ready: 0,
+                    },
+                )
+            })
+            .collect(),
     }
-    Ok(acc.unwrap_or_default())
+}
+
+async fn credentials<I: Io>(
+    io: &I,
+    step: &PipelineStep,
+) -> Result<BTreeMap<String, v1::Credentials>, PipelineError> {
+    let mut out = BTreeMap::new();
+    for c in &step.credentials {
+        if c.source != "Secret" {
+            continue;
+        }
+        let Some(r) = &c.secret_ref else {
+            return Err(PipelineError::Prepare {
+                step: step.step.clone(),
+                message: format!("credentials {:?} have source Secret but no secretRef", c.name),
+            });
+        };
+        let data = io
+            .secret(&r.namespace, &r.name)
+            .await
+            .map_err(|message| PipelineError::Prepare {
+                step: step.step.clone(),
+                message: format!("credentials {:?}: {message}", c.name),
+            })?;
+        out.insert(
+            c.name.clone(),
+            v1::Credentials {
+                source: Some(v1::credentials::Source::CredentialData(v1::CredentialData {
+                    data,
+                })),
+            },
+        );
+    }
+    Ok(out)
+}
+
+/// Everything a response requires, old (`extra_resources`) and new (`resources`) fields together.
+#[allow(deprecated)]
+fn requirements(rsp: &v1::RunFunctionResponse) -> BTreeMap<String, v1::ResourceSelector> {
+    let mut all = BTreeMap::new();
+    if let Some(r) = &rsp.requirements {
+        all.extend(r.extra_resources.clone());
+        all.extend(r.resources.clone());
+    }
+    all
+}
+
+/// Calls one external step, looping over its requirements.
+async fn call_step<I: Io>(
+    io: &I,
+    step: &PipelineStep,
+    mut req: v1::RunFunctionRequest,
+    calls: &mut usize,
+) -> Result<v1::RunFunctionResponse, PipelineError> {
+    let function = &step.function_ref.name;
+    let mut asked: Option<BTreeMap<String, v1::ResourceSelector>> = None;
+    for _ in 0..MAX_REQUIREMENTS_ITERATIONS {
+        *calls += 1;
+        let rsp = io
+            .call(function, req.clone())
+            .await
+            .map_err(|message| PipelineError::Call {
+                step: step.step.clone(),
+                function: function.clone(),
+                message,
+            })?;
+        let wants = requirements(&rsp);
+        if wants.is_empty() || asked.as_ref() == Some(&wants) {
+            return Ok(rsp);
+        }
+        let mut found = BTreeMap::new();
+        for (name, sel) in &wants {
+            let items = io.required(sel).await.map_err(|message| PipelineError::Prepare {
+                step: step.step.clone(),
+                message: format!("required resources {name:?}: {message}"),
+            })?;
+            let items = items
+                .iter()
+                .map(|v| v1::Resource {
+                    resource: structs::struct_of(v),
+                    ..Default::default()
+                })
+                .collect();
+            found.insert(name.clone(), v1::Resources { items });
+        }
+        #[allow(deprecated)]
+        {
+            req.extra_resources = found.clone();
+        }
+        req.required_resources = found;
+        asked = Some(wants);
+    }
+    Err(PipelineError::Requirements {
+        step: step.step.clone(),
+        function: function.clone(),
+    })
+}
+
+fn condition(c: &v1::Condition) -> Condition {
+    let status = match c.status() {
+        v1::Status::ConditionTrue => ConditionStatus::True,
+        v1::Status::ConditionFalse => ConditionStatus::False,
+        _ => ConditionStatus::Unknown,
+    };
+    let mut out = Condition::new(&c.r#type, status, &c.reason);
+    if let Some(m) = &c.message {
+        out = out.with_message(m.clone());
+    }
+    out
+}
+
+/// Runs `steps` over `observed`.
+pub async fn run<I: Io>(
+    io: &I,
+    steps: &[PipelineStep],
+    observed: &Observed,
+    tag: &str,
+) -> Result<Outcome, PipelineError> {
+    let observed_state = protocol_state(observed);
+    let mut desired = v1::State::default();
+    let mut context: Map<String, Value> = Map::new();
+    let mut out = Outcome::default();
+    for s in steps {
+        let function = &s.function_ref.name;
+        if function == PATCH_AND_TRANSFORM {
+            let step = builtin::run(
+                s.input.as_ref(),
+                &observed.composite,
+                &observed.resources,
+                &desired,
+                &context,
+            )
+            .map_err(|source| PipelineError::Builtin {
+                step: s.step.clone(),
+                source,
+            })?;
+            desired = step.desired;
+            context = step.context;
+            out.events.extend(step.warnings.into_iter().map(|w| Event {
+                warning: true,
+                reason: "ComposeResources".into(),
+                message: format!("{}: {w}", s.step),
+            }));
+            continue;
+        }
+        let input = match &s.input {
+            None => None,
+            Some(v) => {
+                Some(structs::struct_of(v).ok_or_else(|| PipelineError::Input { step: s.step.clone() })?)
+            }
+        };
+        let req = v1::RunFunctionRequest {
+            meta: Some(v1::RequestMeta { tag: tag.to_owned() }),
+            observed: Some(observed_state.clone()),
+            desired: Some(desired.clone()),
+            input,
+            context: Some(structs::to_struct(&context)),
+            credentials: credentials(io, s).await?.into_iter().collect(),
+            ..Default::default()
+        };
+        let rsp = call_step(io, s, req, &mut out.calls).await?;
+        for r in &rsp.results {
+            let message = format!("{}: {}", s.step, r.message);
+            let reason = r.reason.clone().unwrap_or_else(|| "ComposeResources".into());
+            match r.severity() {
+                v1::Severity::Fatal => {
+                    return Err(PipelineError::Fatal {
+                        step: s.step.clone(),
+                        function: function.clone(),
+                        message: r.message.clone(),
+                        events: std::mem::take(&mut out.events),
+                    });
+                }
+                v1::Severity::Normal => out.events.push(Event {
+                    warning: false,
+                    reason,
+                    message,
+                }),
+                v1::Severity::Warning | v1::Severity::Unspecified => out.events.push(Event {
+                    warning: true,
+                    reason,
+                    message,
+                }),
+            }
+        }
+        for c in &rsp.conditions {
+            if SYSTEM_CONDITIONS.contains(&c.r#type.as_str()) {
+                out.events.push(Event {
+                    warning: true,
+                    reason: "ComposeResources".into(),
+                    message: format!("{}: refusing to set system condition {:?}", s.step, c.r#type),
+                });
+                continue;
+            }
+            out.conditions.retain(|o| o.type_ != c.r#type);
+            out.conditions.push(condition(c));
+        }
+        if let Some(ttl) = rsp.meta.as_ref().and_then(|m| m.ttl) {
+            let d = Duration::new(
+                u64::try_from(ttl.seconds).unwrap_or(0),
+                u32::try_from(ttl.nanos).unwrap_or(0),
+            );
+            if !d.is_zero() {
+                out.ttl = Some(out.ttl.map_or(d, |t| t.min(d)));
+            }
+        }
+        desired = rsp.desired.unwrap_or_default();
+        context = rsp.context.as_ref().map(structs::from_struct).unwrap_or_default();
+    }
+    out.desired = desired;
+    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use apis::apiextensions::FunctionReference;
+    use apis::apiextensions::{FunctionCredentials, FunctionReference, SecretNamespacedReference};
     use serde_json::json;
+    use std::sync::Mutex;
 
-    fn step(function: &str, input: Value) -> PipelineStep {
+    /// A function that answers from a closure and records the requests it got.
+    struct Fake<F> {
+        answer: F,
+        seen: Mutex<Vec<v1::RunFunctionRequest>>,
+    }
+
+    impl<F: Fn(&v1::RunFunctionRequest, usize) -> v1::RunFunctionResponse + Sync> Io for Fake<F> {
+        async fn call(
+            &self,
+            _: &str,
+            req: v1::RunFunctionRequest,
+        ) -> Result<v1::RunFunctionResponse, String> {
+            let mut seen = self.seen.lock().expect("lock");
+            seen.push(req.clone());
+            Ok((self.answer)(&req, seen.len()))
+        }
+        async fn required(&self, sel: &v1::ResourceSelector) -> Result<Vec<Value>, String> {
+            Ok(vec![json!({"apiVersion": sel.api_version, "kind": sel.kind})])
+        }
+        async fn secret(&self, ns: &str, name: &str) -> Result<BTreeMap<String, Vec<u8>>, String> {
+            Ok([("id".to_owned(), format!("{ns}/{name}").into_bytes())].into())
+        }
+    }
+
+    fn fake<F: Fn(&v1::RunFunctionRequest, usize) -> v1::RunFunctionResponse + Sync>(answer: F) -> Fake<F> {
+        Fake {
+            answer,
+            seen: Mutex::new(vec![]),
+        }
+    }
+
+    fn step(name: &str, function: &str, input: Value) -> PipelineStep {
         PipelineStep {
-            step: "s".into(),
+            step: name.into(),
             function_ref: FunctionReference {
                 name: function.into(),
             },
@@ -102,27 +434,210 @@ mod tests {
         }
     }
 
-    #[test]
-    fn runs_the_builtin_engine() {
-        let input = json!({"apiVersion": "pt.fn.crossplane.io/v1beta1", "kind": "Resources", "resources": [{
-            "name": "a", "base": {"apiVersion": "v1", "kind": "ConfigMap"},
-            "patches": [{"type": "FromCompositeFieldPath", "fromFieldPath": "spec.x", "toFieldPath": "data.x"}]}]});
-        let xr = json!({"apiVersion": "example.org/v1", "kind": "X", "spec": {"x": "hi"}});
-        let out = run(&[step(PATCH_AND_TRANSFORM, input)], &xr, &BTreeMap::new()).expect("runs");
-        assert_eq!(out.resources["a"].resource["data"]["x"], "hi");
+    fn observed() -> Observed {
+        Observed {
+            composite: json!({"apiVersion": "example.org/v1", "kind": "X", "spec": {"x": "hi"}}),
+            ..Observed::default()
+        }
     }
 
-    #[test]
-    fn refuses_external_functions() {
-        let e = run(
-            &[step("function-go-templating", json!({}))],
-            &json!({}),
-            &BTreeMap::new(),
+    fn desired_cm(ready: v1::Ready) -> v1::State {
+        v1::State {
+            composite: None,
+            resources: [(
+                "cm".to_owned(),
+                v1::Resource {
+                    resource: structs::struct_of(
+                        &json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "1"}}),
+                    ),
+                    ready: ready as i32,
+                    ..Default::default()
+                },
+            )]
+            .into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_external_step_then_the_builtin_one() {
+        let io = fake(|req, _| v1::RunFunctionResponse {
+            desired: Some(desired_cm(v1::Ready::True)),
+            context: structs::struct_of(&json!({"from": req.input.as_ref().map(structs::from_struct)})),
+            results: vec![v1::Result {
+                severity: v1::Severity::Normal as i32,
+                message: "composed".into(),
+                ..Default::default()
+            }],
+            conditions: vec![v1::Condition {
+                r#type: "DatabaseReady".into(),
+                status: v1::Status::ConditionTrue as i32,
+                reason: "Done".into(),
+                ..Default::default()
+            }],
+            meta: Some(v1::ResponseMeta {
+                tag: String::new(),
+                ttl: Some(function::prost_types::Duration {
+                    seconds: 30,
+                    nanos: 0,
+                }),
+            }),
+            ..Default::default()
+        });
+        let pt = json!({"apiVersion": "pt.fn.crossplane.io/v1beta1", "kind": "Resources", "resources": [{
+            "name": "s", "base": {"apiVersion": "v1", "kind": "Secret"},
+            "patches": [{"type": "FromCompositeFieldPath", "fromFieldPath": "spec.x", "toFieldPath": "metadata.labels.x"}]}]});
+        let mut first = step("one", "function-x", json!({"k": "v"}));
+        first.credentials = vec![FunctionCredentials {
+            name: "c".into(),
+            source: "Secret".into(),
+            secret_ref: Some(SecretNamespacedReference {
+                namespace: "ns".into(),
+                name: "s".into(),
+            }),
+        }];
+        let out = run(
+            &io,
+            &[first, step("two", PATCH_AND_TRANSFORM, pt)],
+            &observed(),
+            "t",
         )
-        .expect_err("refused");
-        assert!(
-            e.to_string().contains("external functions are not supported yet"),
-            "{e}"
+        .await
+        .expect("runs");
+        assert_eq!(out.calls, 1);
+        assert_eq!(out.desired.resources["cm"].ready(), v1::Ready::True);
+        assert_eq!(
+            builtin::json_of(out.desired.resources.get("s"))["metadata"]["labels"]["x"],
+            "hi"
         );
+        assert_eq!(
+            out.events,
+            vec![Event {
+                warning: false,
+                reason: "ComposeResources".into(),
+                message: "one: composed".into()
+            }]
+        );
+        assert_eq!(out.conditions[0].type_, "DatabaseReady");
+        assert_eq!(out.ttl, Some(Duration::from_secs(30)));
+        let seen = io.seen.lock().expect("lock");
+        let req = &seen[0];
+        assert_eq!(structs::from_struct(req.input.as_ref().expect("input"))["k"], "v");
+        assert_eq!(req.meta.as_ref().expect("meta").tag, "t");
+        match &req.credentials["c"].source {
+            Some(v1::credentials::Source::CredentialData(d)) => assert_eq!(d.data["id"], b"ns/s"),
+            other => panic!("credentials expected, got {other:?}"),
+        }
+        let xr = req.observed.as_ref().and_then(|o| o.composite.as_ref());
+        assert_eq!(builtin::json_of(xr)["spec"]["x"], "hi");
+    }
+
+    #[tokio::test]
+    async fn context_flows_from_step_to_step() {
+        let io = fake(|req, n| {
+            let mut ctx = req.context.as_ref().map(structs::from_struct).unwrap_or_default();
+            ctx.insert(format!("step{n}"), json!(n));
+            v1::RunFunctionResponse {
+                context: Some(structs::to_struct(&ctx)),
+                desired: req.desired.clone(),
+                ..Default::default()
+            }
+        });
+        run(
+            &io,
+            &[step("a", "f", json!({})), step("b", "f", json!({}))],
+            &observed(),
+            "t",
+        )
+        .await
+        .expect("runs");
+        let seen = io.seen.lock().expect("lock");
+        let ctx = structs::from_struct(seen[1].context.as_ref().expect("context"));
+        assert_eq!(ctx["step1"], 1);
+    }
+
+    #[tokio::test]
+    async fn a_fatal_result_stops_the_pipeline() {
+        let io = fake(|_, _| v1::RunFunctionResponse {
+            results: vec![v1::Result {
+                severity: v1::Severity::Fatal as i32,
+                message: "no".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let e = run(
+            &io,
+            &[step("a", "f", json!({})), step("b", "f", json!({}))],
+            &observed(),
+            "t",
+        )
+        .await
+        .expect_err("fatal");
+        assert!(matches!(e, PipelineError::Fatal { .. }), "{e}");
+        assert!(e.to_string().contains("fatal result: no"), "{e}");
+        assert_eq!(
+            io.seen.lock().expect("lock").len(),
+            1,
+            "the second step never ran"
+        );
+    }
+
+    fn wants(name: &str) -> v1::RunFunctionResponse {
+        v1::RunFunctionResponse {
+            requirements: Some(v1::Requirements {
+                resources: [(
+                    "cfg".to_owned(),
+                    v1::ResourceSelector {
+                        api_version: "v1".into(),
+                        kind: "ConfigMap".into(),
+                        r#match: Some(v1::resource_selector::Match::MatchName(name.into())),
+                        namespace: None,
+                    },
+                )]
+                .into(),
+                ..Default::default()
+            }),
+            desired: Some(desired_cm(v1::Ready::Unspecified)),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn requirements_are_met_then_the_step_runs_again() {
+        let io = fake(|_, _| wants("c"));
+        let out = run(&io, &[step("a", "f", json!({}))], &observed(), "t")
+            .await
+            .expect("runs");
+        assert_eq!(out.calls, 2, "called again with what it required, then stable");
+        let seen = io.seen.lock().expect("lock");
+        assert_eq!(seen[1].required_resources["cfg"].items.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn requirements_that_never_settle_fail_after_five_calls() {
+        let io = fake(|_, n| wants(&format!("c{n}")));
+        let e = run(&io, &[step("a", "f", json!({}))], &observed(), "t")
+            .await
+            .expect_err("never settles");
+        assert!(matches!(e, PipelineError::Requirements { .. }), "{e}");
+        assert_eq!(io.seen.lock().expect("lock").len(), MAX_REQUIREMENTS_ITERATIONS);
+    }
+
+    #[tokio::test]
+    async fn system_conditions_are_refused() {
+        let io = fake(|_, _| v1::RunFunctionResponse {
+            conditions: vec![v1::Condition {
+                r#type: "Ready".into(),
+                status: v1::Status::ConditionTrue as i32,
+                reason: "X".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let out = run(&io, &[step("a", "f", json!({}))], &observed(), "t")
+            .await
+            .expect("runs");
+        assert!(out.conditions.is_empty());
+        assert!(out.events[0].warning);
     }
 }

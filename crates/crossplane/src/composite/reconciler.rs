@@ -7,7 +7,9 @@
 //! `Ready` (only when the status changed).
 //!
 //! Requeue: after a failure, exponential backoff 1–30 s (upstream's XR rate limiter); while anything
-//! is unready, every 2 s (there are no watches on composed kinds yet); otherwise the poll interval.
+//! is unready, every 2 s; otherwise the poll interval (or the functions' response TTL, if shorter).
+//! Composed kinds are watched ([`super::watch`]): a change to a composed resource reconciles its XR at
+//! once.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,23 +21,29 @@ use apis::apiextensions::labels::{FINALIZER_COMPOSITE, LABEL_COMPOSITE, LABEL_CO
 use apis::condition::Condition;
 use apis::meta::ANNOTATION_PAUSED;
 use composition::ObservedComposed;
+use function::proto::v1;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::core::ApiResource;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
-use kube::{Api, ResourceExt};
+use kube::{Api, Resource, ResourceExt};
 use manager::{BoxError, FencedApi, FencedClient, TermContext};
 use serde_json::{Value, json};
 
+use super::builtin;
+use super::connection;
 use super::discovery::Discovery;
 use super::fields::{Fields, ResourceRef};
+use super::functions::{ClusterIo, Functions};
 use super::pipeline;
 use super::render::{self, Owner};
 use super::select::{self, XrType};
 use super::status::{self, Outcome};
+use super::watch::ComposedWatches;
 use crate::error::{Error, fenced_not_found, is_not_found};
 use crate::metrics::Recorder;
+use managed::events::{EventType, Recorder as Events};
 use manager::backoff::{Backoff, jittered};
 
 /// The field manager of XR writes.
@@ -54,13 +62,17 @@ pub struct CompositeController {
     pub poll: Duration,
     /// Reconcile metrics of `composite/<xrd>`.
     pub recorder: Recorder,
+    /// Composition-function clients.
+    pub functions: Arc<Functions>,
 }
 
 struct Ctx {
     client: FencedClient,
+    events: Events,
     def: CompositeController,
     discovery: Discovery,
     backoff: Backoff,
+    watches: ComposedWatches,
 }
 
 /// Runs the controller for one XR kind until `ctx` is cancelled.
@@ -69,8 +81,16 @@ pub async fn run(ctx: TermContext, def: CompositeController) -> Result<(), BoxEr
     let api: Api<DynamicObject> = Api::all_with(client.kube().clone(), &def.resource);
     let resource = def.resource.clone();
     tracing::info!(kind = %resource.kind, "composite controller started");
+    let (watches, changed) = ComposedWatches::new(
+        client.kube().clone(),
+        resource.clone(),
+        def.xrd.scope.is_namespaced(),
+        ctx.token().clone(),
+    );
     let state = Arc::new(Ctx {
+        watches,
         client,
+        events: Events::new(FIELD_MANAGER_COMPOSITE, ctx.term().identity.clone()),
         def,
         discovery: Discovery::default(),
         backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(30)),
@@ -99,6 +119,8 @@ pub async fn run(ctx: TermContext, def: CompositeController) -> Result<(), BoxEr
                     .collect::<Vec<_>>()
             },
         )
+        // A change to a composed resource reconciles its XR now (realtime composition).
+        .reconcile_on(tokio_stream_of(changed))
         .graceful_shutdown_on(ctx.token().clone().cancelled_owned())
         .run(reconcile, error_policy, state);
     // Logs watch errors and stops at once if the term ends before the cache synced.
@@ -111,6 +133,13 @@ pub async fn run(ctx: TermContext, def: CompositeController) -> Result<(), BoxEr
     .await;
     tracing::info!(kind = %resource.kind, "composite controller stopped");
     Ok(())
+}
+
+/// The receiver as a stream.
+fn tokio_stream_of(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<ObjectRef<DynamicObject>>,
+) -> impl futures::Stream<Item = ObjectRef<DynamicObject>> + Send + 'static {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
 fn key(xr: &DynamicObject) -> String {
@@ -136,6 +165,37 @@ impl Ctx {
             None => Api::all_with(c, &self.def.resource),
         };
         self.client.wrap(api)
+    }
+
+    /// Function results as Events on the XR (identical ones at most once a minute), and in the log.
+    async fn publish(&self, xr: &DynamicObject, events: &[pipeline::Event]) {
+        let regarding = xr.object_ref(&self.def.resource);
+        for e in events {
+            let t = if e.warning {
+                tracing::warn!(xr = %key(xr), reason = %e.reason, "{}", e.message);
+                EventType::Warning
+            } else {
+                tracing::debug!(xr = %key(xr), reason = %e.reason, "{}", e.message);
+                EventType::Normal
+            };
+            self.events
+                .publish(&self.client, &regarding, t, &e.reason, &e.message)
+                .await;
+        }
+    }
+
+    /// A failed reconcile as a Warning Event on the XR.
+    async fn publish_error(&self, xr: &DynamicObject, e: &Error) {
+        let regarding = xr.object_ref(&self.def.resource);
+        self.events
+            .publish(
+                &self.client,
+                &regarding,
+                EventType::Warning,
+                "ReconcileError",
+                &e.to_string(),
+            )
+            .await;
     }
 
     fn legacy(&self) -> bool {
@@ -186,18 +246,19 @@ async fn reconcile_inner(xr: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action
     }
     match compose(&xr, &xr_json, &ctx).await {
         Ok(outcome) => {
-            let st = status::next(&xr_json, outcome.1.as_ref(), status::conditions(&outcome.0));
+            let st = status::next(&xr_json, outcome.1.as_ref(), status::all(&outcome.0));
             ctx.write_status(&xr, &xr_json, st).await?;
             ctx.backoff.succeed(&key(&xr));
             if outcome.0.unready.is_empty() && outcome.0.unsynced.is_empty() {
                 let jitter = jittered(ctx.def.poll, 0.1);
-                Ok(Action::requeue(jitter))
+                Ok(Action::requeue(outcome.0.ttl.map_or(jitter, |t| t.min(jitter))))
             } else {
                 Ok(Action::requeue(Duration::from_secs(2)))
             }
         }
         Err(e) if e.is_not_leader() || e.is_conflict() => Err(e),
         Err(e) => {
+            ctx.publish_error(&xr, &e).await;
             let st = status::next(&xr_json, None, [Condition::reconcile_error(&e)]);
             ctx.write_status(&xr, &xr_json, st).await?;
             Err(e)
@@ -288,15 +349,57 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
         }
         if let Some(t) = render::template_name(&v) {
             observed_refs.insert(t.to_owned(), r.clone());
-            observed.insert(t.to_owned(), ObservedComposed::from(v));
+            let connection_details = connection::read(client, &v).await?;
+            observed.insert(
+                t.to_owned(),
+                ObservedComposed {
+                    resource: v,
+                    connection_details,
+                },
+            );
         }
     }
 
-    let composed =
-        pipeline::run(&rev.spec.pipeline, xr_json, &observed).map_err(|e| Error::Message(e.to_string()))?;
-    for w in &composed.warnings {
-        tracing::warn!(xr = %key(xr), warning = %w, "composition warning");
-    }
+    let io = ClusterIo {
+        client,
+        discovery: &ctx.discovery,
+        functions: &ctx.def.functions,
+    };
+    let observed_state = pipeline::Observed {
+        composite: xr_json.clone(),
+        composite_connection: connection::read(client, xr_json).await?,
+        resources: observed,
+    };
+    let tag = format!("{}/{}", uid, xr.resource_version().unwrap_or_default());
+    let run = match pipeline::run(&io, &rev.spec.pipeline, &observed_state, &tag).await {
+        Ok(run) => run,
+        Err(e) => {
+            if let pipeline::PipelineError::Fatal { events, .. } = &e {
+                ctx.publish(xr, events).await;
+            }
+            return Err(Error::Message(e.to_string()));
+        }
+    };
+    ctx.publish(xr, &run.events).await;
+    let observed = observed_state.resources;
+    let desired_resources: BTreeMap<String, (Value, bool)> = run
+        .desired
+        .resources
+        .iter()
+        .map(|(t, r)| {
+            let ready = match r.ready() {
+                v1::Ready::True => true,
+                v1::Ready::False => false,
+                // Unspecified: ready when the observed resource says so, as upstream.
+                v1::Ready::Unspecified => observed.get(t).is_some_and(|o| {
+                    status::current(&o.resource)
+                        .iter()
+                        .any(|c| c.type_ == "Ready" && c.status == apis::ConditionStatus::True)
+                }),
+            };
+            (t.clone(), (builtin::json_of(Some(r)), ready))
+        })
+        .collect();
 
     // Name, decorate and locate every desired resource.
     let owner = Owner {
@@ -309,8 +412,8 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
     };
     let mut desired = Vec::new();
     let mut refs = Vec::new();
-    for (template, d) in &composed.resources {
-        let mut res = d.resource.clone();
+    for (template, (resource, ready)) in &desired_resources {
+        let mut res = resource.clone();
         let api_version = res["apiVersion"].as_str().unwrap_or_default().to_owned();
         let kind_name = res["kind"].as_str().unwrap_or_default().to_owned();
         if api_version.is_empty() || kind_name.is_empty() {
@@ -319,6 +422,7 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
             )));
         }
         let kind = ctx.discovery.resolve(client, &api_version, &kind_name).await?;
+        ctx.watches.ensure(&kind.resource);
         let api = ctx.composed_api(&kind, xr_ns.as_deref());
         let name = match observed_refs.get(template) {
             Some(r) => r.name.clone(),
@@ -331,7 +435,7 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
             name: name.clone(),
             namespace: (kind.namespaced).then(|| xr_ns.clone()).flatten(),
         });
-        desired.push((template.clone(), name, api, res, d.ready));
+        desired.push((template.clone(), name, api, res, *ready));
     }
 
     // Persist finalizer, label, selection and resourceRefs before creating anything.
@@ -373,7 +477,7 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
 
     // Garbage-collect what is no longer desired.
     for (template, r) in &observed_refs {
-        if composed.resources.contains_key(template) {
+        if desired_resources.contains_key(template) {
             continue;
         }
         let kind = ctx.discovery.resolve(client, &r.api_version, &r.kind).await?;
@@ -397,11 +501,31 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
             }
             Err(e) => return Err(e.into()),
         }
-        if ready != composition::Ready::True {
+        if !ready {
             outcome.unready.push(template);
         }
     }
-    let overlay = composed.composite.get("status").cloned();
+    let composite = run.desired.composite.as_ref();
+    outcome.composite_ready = composite.map(|c| c.ready()).and_then(|r| match r {
+        v1::Ready::True => Some(true),
+        v1::Ready::False => Some(false),
+        v1::Ready::Unspecified => None,
+    });
+    outcome.conditions = run.conditions;
+    outcome.ttl = run.ttl;
+    if let Some(c) = composite {
+        let owner_ref = json!({"apiVersion": owner.api_version, "kind": owner.kind, "name": owner.name,
+            "uid": owner.uid, "controller": true, "blockOwnerDeletion": true});
+        connection::write(
+            &ctx.client,
+            xr_json,
+            owner_ref,
+            &c.connection_details,
+            FIELD_MANAGER_COMPOSITE,
+        )
+        .await?;
+    }
+    let overlay = builtin::json_of(composite).get("status").cloned();
     Ok((outcome, overlay))
 }
 

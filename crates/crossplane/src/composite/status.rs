@@ -10,6 +10,25 @@ pub struct Outcome {
     pub unready: Vec<String>,
     /// Template names of composed resources that could not be applied.
     pub unsynced: Vec<String>,
+    /// The XR's readiness when a function stated it (it overrides the composed resources').
+    pub composite_ready: Option<bool>,
+    /// Conditions functions set on the XR.
+    pub conditions: Vec<Condition>,
+    /// The smallest response TTL of the pipeline's functions.
+    pub ttl: Option<std::time::Duration>,
+}
+
+/// `Synced`, `Ready` and the functions' conditions for a successful compose.
+pub fn all(outcome: &Outcome) -> Vec<Condition> {
+    let [synced, mut ready] = conditions(outcome);
+    match outcome.composite_ready {
+        Some(true) => ready = Condition::available(),
+        Some(false) => ready = Condition::creating(),
+        None => {}
+    }
+    let mut all = vec![synced, ready];
+    all.extend(outcome.conditions.iter().cloned());
+    all
 }
 
 /// `Synced` and `Ready` for a successful compose, with upstream's reasons and messages.
@@ -84,7 +103,7 @@ mod tests {
     fn ready_and_synced_messages() {
         let [s, r] = conditions(&Outcome {
             unready: vec!["a".into(), "b".into()],
-            unsynced: vec![],
+            ..Outcome::default()
         });
         assert_eq!(
             (s.reason.as_str(), r.reason.as_str()),

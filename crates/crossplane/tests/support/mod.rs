@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod function_process;
+
 use std::future::Future;
 use std::path::Path;
 use std::process::Stdio;
@@ -9,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use apis::apiextensions::{Composition, CompositionRevision};
+use apis::pkg::{Function, FunctionRevision};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::core::ApiResource;
@@ -24,13 +27,15 @@ pub fn unique() -> String {
     format!("t{:x}{:x}", n & 0xffffff, std::process::id() & 0xfff)
 }
 
-/// Installs the Crossplane CRDs and provider-nop's NopResource CRD, and waits until they are served.
+/// Installs the Crossplane CRDs (Function and FunctionRevision too) and provider-nop's NopResource CRD, and waits until they are served.
 pub async fn install_crds(client: &Client) -> anyhow::Result<()> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crds = [
         apis::apiextensions::xrd::crd(),
         Composition::crd(),
         CompositionRevision::crd(),
+        Function::crd(),
+        FunctionRevision::crd(),
         provider_nop::types::NopResource::crd(),
     ];
     let pp = PatchParams::apply("crossplane-rs-tests").force();

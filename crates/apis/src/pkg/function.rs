@@ -1,0 +1,105 @@
+//! Function and FunctionRevision, `pkg.crossplane.io/v1` (upstream `apis/pkg/v1`).
+//!
+//! Upstream's package manager turns a Function into FunctionRevisions, the active one into a Deployment
+//! and a Service, and writes the Service's address to the revision's `status.endpoint`. The core dials
+//! that endpoint. For development and tests, a Function annotated
+//! `render.crossplane.io/runtime: Development` is dialled at
+//! `render.crossplane.io/runtime-development-target` instead (plaintext gRPC), the annotations upstream's
+//! `crossplane render` reads.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::condition::Condition;
+
+/// The annotation naming a Function's runtime; [`RUNTIME_DEVELOPMENT`] means "already running".
+pub const ANNOTATION_RUNTIME: &str = "render.crossplane.io/runtime";
+/// The runtime of a function that is already running at [`ANNOTATION_RUNTIME_DEVELOPMENT_TARGET`].
+pub const RUNTIME_DEVELOPMENT: &str = "Development";
+/// The `host:port` of a Development-runtime function (default `localhost:9443`, as upstream).
+pub const ANNOTATION_RUNTIME_DEVELOPMENT_TARGET: &str = "render.crossplane.io/runtime-development-target";
+/// The label that ties a FunctionRevision to its Function.
+pub const LABEL_PACKAGE: &str = "pkg.crossplane.io/package";
+
+/// The desired state of a Function.
+#[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "pkg.crossplane.io",
+    version = "v1",
+    kind = "Function",
+    plural = "functions",
+    category = "crossplane",
+    category = "pkg",
+    status = "FunctionStatus",
+    printcolumn = r#"{"name":"INSTALLED","type":"string","jsonPath":".status.conditions[?(@.type=='Installed')].status"}"#,
+    printcolumn = r#"{"name":"HEALTHY","type":"string","jsonPath":".status.conditions[?(@.type=='Healthy')].status"}"#,
+    printcolumn = r#"{"name":"PACKAGE","type":"string","jsonPath":".spec.package"}"#,
+    printcolumn = r#"{"name":"AGE","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct FunctionSpec {
+    /// The OCI reference of the function package.
+    pub package: String,
+    /// `Automatic` or `Manual`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision_activation_policy: Option<String>,
+    /// How many inactive revisions to keep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision_history_limit: Option<i64>,
+    /// `IfNotPresent`, `Always` or `Never`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package_pull_policy: Option<String>,
+}
+
+/// The observed state of a Function.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FunctionStatus {
+    /// Conditions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The active revision's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_revision: Option<String>,
+    /// The active package reference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_identifier: Option<String>,
+}
+
+/// The desired state of a FunctionRevision.
+#[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "pkg.crossplane.io",
+    version = "v1",
+    kind = "FunctionRevision",
+    plural = "functionrevisions",
+    category = "crossplane",
+    category = "pkgrev",
+    status = "FunctionRevisionStatus",
+    printcolumn = r#"{"name":"HEALTHY","type":"string","jsonPath":".status.conditions[?(@.type=='Healthy')].status"}"#,
+    printcolumn = r#"{"name":"REVISION","type":"string","jsonPath":".spec.revision"}"#,
+    printcolumn = r#"{"name":"STATE","type":"string","jsonPath":".spec.desiredState"}"#,
+    printcolumn = r#"{"name":"AGE","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct FunctionRevisionSpec {
+    /// The OCI reference of the function package.
+    pub package: String,
+    /// `Active` or `Inactive`.
+    pub desired_state: String,
+    /// The revision number.
+    pub revision: i64,
+}
+
+/// The observed state of a FunctionRevision.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FunctionRevisionStatus {
+    /// Conditions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The gRPC endpoint of the running function (`dns:///<service>.<namespace>:9443`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+}

@@ -1,0 +1,116 @@
+//! Realtime composition: the kinds an XR composes are watched, and a change to a composed resource
+//! reconciles its XR at once instead of at the next poll.
+//!
+//! The first compose that meets a kind starts one metadata watch on it (objects labelled
+//! `crossplane.io/composite`); each change is mapped to its controlling XR through the controller
+//! owner reference. A watch that is refused (RBAC) or fails backs off and retries; polling still
+//! covers its kind meanwhile.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use apis::apiextensions::labels::LABEL_COMPOSITE;
+use futures::StreamExt;
+use kube::Api;
+use kube::api::DynamicObject;
+use kube::core::{ApiResource, PartialObjectMeta};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher::{self, watcher};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// The watches of one composite controller.
+pub struct ComposedWatches {
+    client: kube::Client,
+    xr: ApiResource,
+    namespaced: bool,
+    token: CancellationToken,
+    tx: mpsc::UnboundedSender<ObjectRef<DynamicObject>>,
+    watched: Mutex<HashSet<(String, String)>>,
+}
+
+impl ComposedWatches {
+    /// Watches for XRs of kind `xr` (namespaced or not), stopping with `token`; the receiver yields the
+    /// XRs to reconcile.
+    pub fn new(
+        client: kube::Client,
+        xr: ApiResource,
+        namespaced: bool,
+        token: CancellationToken,
+    ) -> (Self, mpsc::UnboundedReceiver<ObjectRef<DynamicObject>>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let w = Self {
+            client,
+            xr,
+            namespaced,
+            token,
+            tx,
+            watched: Mutex::new(HashSet::new()),
+        };
+        (w, rx)
+    }
+
+    /// Starts watching `kind` unless it is watched already.
+    pub fn ensure(&self, kind: &ApiResource) {
+        let key = (kind.api_version.clone(), kind.kind.clone());
+        let new = self
+            .watched
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key);
+        if !new {
+            return;
+        }
+        let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(self.client.clone(), kind);
+        let xr = self.xr.clone();
+        let namespaced = self.namespaced;
+        let tx = self.tx.clone();
+        let token = self.token.clone();
+        let what = format!("{}/{}", kind.api_version, kind.kind);
+        tracing::debug!(kind = %what, xr = %xr.kind, "watching composed resources");
+        tokio::spawn(async move {
+            let cfg = watcher::Config::default().labels(LABEL_COMPOSITE);
+            let mut events = watcher(api, cfg).default_backoff().boxed();
+            loop {
+                let ev = tokio::select! {
+                    () = token.cancelled() => return,
+                    ev = events.next() => ev,
+                };
+                let obj = match ev {
+                    None => return,
+                    Some(Err(e)) => {
+                        tracing::debug!(kind = %what, error = %e, "composed-resource watch failed; retrying");
+                        continue;
+                    }
+                    Some(Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o))) => o,
+                    Some(Ok(_)) => continue,
+                };
+                if let Some(r) = owner(&obj, &xr, namespaced)
+                    && tx.send(r).is_err()
+                {
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// The XR that controls `obj`, if it is one of kind `xr`.
+fn owner(
+    obj: &PartialObjectMeta<DynamicObject>,
+    xr: &ApiResource,
+    namespaced: bool,
+) -> Option<ObjectRef<DynamicObject>> {
+    let o = obj
+        .metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.controller == Some(true) && o.kind == xr.kind && o.api_version == xr.api_version)?;
+    let r = ObjectRef::new_with(&o.name, xr.clone());
+    Some(match (&obj.metadata.namespace, namespaced) {
+        (Some(ns), true) => r.within(ns),
+        _ => r,
+    })
+}
