@@ -68,6 +68,7 @@ mod fence;
 mod group;
 mod inject;
 mod leadership;
+mod publish;
 mod replica;
 mod report;
 mod settle;

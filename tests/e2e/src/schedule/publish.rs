@@ -1,0 +1,301 @@
+//! Publishing a run's figures: the split by fence mode, and the renderings `cargo xtask chaos` writes
+//! to `docs/reliability.json` and `docs/reliability.md`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde_json::json;
+
+use super::report::LateWrite;
+use super::{Fault, Report};
+
+impl Report {
+    /// Violations found with the fence off and with it on (by when the offending write arrived).
+    pub fn violations_by_mode(&self) -> (usize, usize) {
+        let on = self
+            .violations
+            .iter()
+            .filter(|v| self.fence_from.is_some_and(|f| v.time >= f))
+            .count();
+        (self.violations.len() - on, on)
+    }
+
+    /// Late writes the fence refused (403).
+    pub fn fence_refusals(&self) -> usize {
+        self.late_writes
+            .iter()
+            .filter(|w| w.fenced && w.write.code == 403)
+            .count()
+    }
+
+    /// Every figure, as JSON (what `cargo xtask chaos` writes to `docs/reliability.json`).
+    pub fn to_json(&self) -> serde_json::Value {
+        let faults: serde_json::Map<String, serde_json::Value> = Fault::ALL
+            .iter()
+            .map(|f| {
+                let runs = self.faults.iter().filter(|r| r.fault == *f).count();
+                let changes = self.changes_by_fault.get(f).copied().unwrap_or(0);
+                (
+                    f.name().to_owned(),
+                    json!({ "runs": runs, "leadership_changes": changes }),
+                )
+            })
+            .collect();
+        let groups: serde_json::Map<String, serde_json::Value> = self
+            .changes_by_group
+            .iter()
+            .map(|(g, n)| {
+                let versions: Vec<&String> = self
+                    .versions
+                    .get(g)
+                    .map(|v| v.iter().collect())
+                    .unwrap_or_default();
+                (
+                    g.to_string(),
+                    json!({ "leadership_changes": n, "versions": versions }),
+                )
+            })
+            .collect();
+        let (off, on) = self.violations_by_mode();
+        let mut codes: BTreeMap<String, usize> = BTreeMap::new();
+        for w in self.late_writes.iter().filter(|w| w.frozen) {
+            *codes.entry(w.write.code.to_string()).or_default() += 1;
+        }
+        json!({
+            "faults": self.faults.len(),
+            "faults_by_kind": faults,
+            "leadership_changes": self.total_changes,
+            "leadership_changes_seen_live": self.live_changes,
+            "leadership_changes_by_lease": groups,
+            "replica_processes": self.replicas.len(),
+            "fence_off": {
+                "writes_checked": self.checked_writes - self.checked_writes_fenced,
+                "leadership_changes": self.total_changes - self.changes_fenced,
+                "violations": off,
+            },
+            "fence_on": {
+                "in_force_from": self.fence_from.map(|t| t.to_string()),
+                "writes_checked": self.checked_writes_fenced,
+                "leadership_changes": self.changes_fenced,
+                "violations": on,
+                "fence_refusals": self.fence_refusals(),
+            },
+            "writes_checked": self.checked_writes,
+            "writes_attributed_by_pod": self.attributed_writes,
+            "violations": self.violations.len(),
+            "violation_list": self.violations.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "late_writes": self.late_writes.len(),
+            "frozen_writes": self.late_writes.iter().filter(|w| w.frozen).count(),
+            "frozen_writes_by_code": codes,
+            "late_write_list": self.late_writes.iter().map(|w| json!({
+                "time": w.write.time.to_string(),
+                "writer": w.write.identity,
+                "object": w.write.object,
+                "code": w.write.code,
+                "frozen": w.frozen,
+                "fence": w.fenced,
+                "holder": w.write.holder,
+            })).collect::<Vec<_>>(),
+            "resources": {
+                "expected": self.census.expected,
+                "present": self.census.present,
+                "ready": self.census.ready,
+                "lost": self.census.lost(),
+                "stand_alone_nop_resources": self.resources.0,
+                "xrs": self.resources.1,
+            },
+            "audit_log": {
+                "files": self.audit.files,
+                "requests": self.audit.requests,
+                "unparsable_lines": self.audit.unparsable,
+                "replica_writes_cut_off": self.audit.cut_off_writes,
+            },
+            "problems": self.problems,
+            "seconds": {
+                "setup": self.setup.as_secs(),
+                "faults": self.schedule.as_secs(),
+                "settle_and_check": self.settle.as_secs(),
+            },
+        })
+    }
+
+    /// The figures as Markdown (what `cargo xtask chaos` writes to `docs/reliability.md`), after a
+    /// paragraph that says how the run was made (`how`).
+    pub fn to_markdown(&self, how: &str) -> String {
+        let mut s = String::new();
+        let (off, on) = self.violations_by_mode();
+        let frozen: Vec<&LateWrite> = self.late_writes.iter().filter(|w| w.frozen).collect();
+        let _ = writeln!(s, "# Reliability under faults\n");
+        let _ = writeln!(s, "{how}\n");
+        let _ = writeln!(s, "| Figure | Value |\n|---|---|");
+        let rows: Vec<(&str, String)> = vec![
+            ("Faults injected", self.faults.len().to_string()),
+            ("Leadership changes (audit log)", self.total_changes.to_string()),
+            (
+                "Leadership changes with the fence off / on",
+                format!(
+                    "{} / {}",
+                    self.total_changes - self.changes_fenced,
+                    self.changes_fenced
+                ),
+            ),
+            ("Replica processes started", self.replicas.len().to_string()),
+            ("Controller writes checked", self.checked_writes.to_string()),
+            (
+                "Controller writes checked with the fence off / on",
+                format!(
+                    "{} / {}",
+                    self.checked_writes - self.checked_writes_fenced,
+                    self.checked_writes_fenced
+                ),
+            ),
+            (
+                "Writes attributed by the authenticated pod",
+                self.attributed_writes.to_string(),
+            ),
+            (
+                "Violations with the fence off (self-fencing alone)",
+                off.to_string(),
+            ),
+            ("Violations with the fence on", on.to_string()),
+            (
+                "Late writes (outside the writer's terms)",
+                self.late_writes.len().to_string(),
+            ),
+            ("Late writes by frozen leaders", frozen.len().to_string()),
+            ("Fence refusals (403)", self.fence_refusals().to_string()),
+            (
+                "Resources expected / present / Ready / lost",
+                format!(
+                    "{} / {} / {} / {}",
+                    self.census.expected,
+                    self.census.present,
+                    self.census.ready,
+                    self.census.lost()
+                ),
+            ),
+            (
+                "Audit log files / requests / unparsable lines",
+                format!(
+                    "{} / {} / {}",
+                    self.audit.files, self.audit.requests, self.audit.unparsable
+                ),
+            ),
+            (
+                "Replica writes cut off by an apiserver restart",
+                self.audit.cut_off_writes.to_string(),
+            ),
+            (
+                "Problems (unexpected exits, resources not Ready, duplicates)",
+                self.problems.len().to_string(),
+            ),
+        ];
+        for (k, v) in rows {
+            let _ = writeln!(s, "| {k} | {v} |");
+        }
+        let _ = writeln!(
+            s,
+            "\n## Faults by kind\n\n| Fault | Runs | Leadership changes |\n|---|---|---|"
+        );
+        for f in Fault::ALL {
+            let runs = self.faults.iter().filter(|r| r.fault == f).count();
+            let n = self.changes_by_fault.get(&f).copied().unwrap_or(0);
+            let _ = writeln!(s, "| {} | {runs} | {n} |", f.name());
+        }
+        let _ = writeln!(s, "\n## Frozen leaders' late writes\n");
+        if frozen.is_empty() {
+            let _ = writeln!(
+                s,
+                "None: no leader resumed from SIGSTOP sent a write after its term."
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "| Received | Writer | Fence | Object | HTTP |\n|---|---|---|---|---|"
+            );
+            for w in &frozen {
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {} | {} | {} |",
+                    w.write.time,
+                    w.write.identity,
+                    if w.fenced { "on" } else { "off" },
+                    w.write.object,
+                    w.write.code
+                );
+            }
+        }
+        let others: Vec<&LateWrite> = self.late_writes.iter().filter(|w| !w.frozen).collect();
+        if !others.is_empty() {
+            let _ = writeln!(s, "\n## Other late writes\n");
+            for w in others {
+                let _ = writeln!(s, "- {}", w.describe());
+            }
+        }
+        let _ = writeln!(s, "\n## Violations\n");
+        if self.violations.is_empty() {
+            let _ = writeln!(s, "None.");
+        }
+        for v in &self.violations {
+            let _ = writeln!(s, "- {v}");
+        }
+        if !self.problems.is_empty() {
+            let _ = writeln!(s, "\n## Problems\n");
+            for p in &self.problems {
+                let _ = writeln!(s, "- {}", p.lines().next().unwrap_or_default());
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use jiff::Timestamp;
+
+    use super::*;
+    use crate::checker::Violation;
+
+    fn late(at: &str, code: i32, fenced: bool) -> LateWrite {
+        LateWrite {
+            write: Violation {
+                time: at.parse().unwrap_or(Timestamp::UNIX_EPOCH),
+                user: "u".into(),
+                identity: "nop-0-1".into(),
+                object: "nopresources /n".into(),
+                holder: Some("nop-1-1".into()),
+                reason: "late".into(),
+                code,
+            },
+            frozen: true,
+            fenced,
+        }
+    }
+
+    #[test]
+    fn figures_split_by_fence_mode() {
+        let fence: Timestamp = "2026-12-01T10:00:00Z".parse().unwrap_or(Timestamp::UNIX_EPOCH);
+        let admitted = late("2026-12-01T10:00:05Z", 200, true);
+        let report = Report {
+            fence_from: Some(fence),
+            late_writes: vec![
+                late("2026-12-01T09:00:00Z", 409, false),
+                late("2026-12-01T10:00:01Z", 403, true),
+                admitted.clone(),
+            ],
+            violations: vec![admitted.write],
+            checked_writes: 10,
+            checked_writes_fenced: 4,
+            ..Report::default()
+        };
+        assert_eq!(report.violations_by_mode(), (0, 1));
+        assert_eq!(report.fence_refusals(), 1);
+        let json = report.to_json();
+        assert_eq!(json["fence_off"]["writes_checked"], 6);
+        assert_eq!(json["fence_on"]["violations"], 1);
+        assert_eq!(json["frozen_writes_by_code"]["409"], 1);
+        let md = report.to_markdown("how");
+        assert!(md.contains("| Violations with the fence on | 1 |"), "{md}");
+        assert!(md.contains("| Fence refusals (403) | 1 |"), "{md}");
+    }
+}
