@@ -28,7 +28,13 @@ const NATIVE: &[(&str, &str, &str, &str, &str)] = &[
         "same",
     ),
     ("core start", "`--poll-interval`", "", "1m", "same"),
-    ("core start", "`--namespace`, `-n`", "POD_NAMESPACE", "crossplane-system", "same (where the function CA lives)"),
+    (
+        "core start",
+        "`--namespace`, `-n`",
+        "POD_NAMESPACE",
+        "crossplane-system",
+        "same (where the function CA lives)",
+    ),
     (
         "rbac start",
         "`--leader-election`, `-l`",
@@ -95,6 +101,8 @@ const UPSTREAM_CRDS: &[(&str, &str)] = &[
         "v1alpha1 (conversion webhook), v1alpha2 (storage)",
     ),
     ("nopresources.nop.crossplane.io", "v1alpha1 (storage)"),
+    ("functions.pkg.crossplane.io", "v1 (storage), v1beta1"),
+    ("functionrevisions.pkg.crossplane.io", "v1 (storage), v1beta1"),
 ];
 
 fn flag_name(f: &Flag) -> String {

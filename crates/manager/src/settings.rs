@@ -449,7 +449,10 @@ mod tests {
             let err = resolve(args).expect_err("invalid timings");
             assert_eq!(err.flag, flag, "{args:?}: {err}");
             assert!(err.message.contains(&format!("--{flag}")), "{err}");
-            assert!(!err.message.contains('_') || err.message.contains("min_stop_margin"), "{err}");
+            assert!(
+                !err.message.contains('_') || err.message.contains("min_stop_margin"),
+                "{err}"
+            );
             assert_eq!(err.to_clap().exit_code(), UsageError::EXIT_CODE);
         }
     }
