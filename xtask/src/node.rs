@@ -384,7 +384,7 @@ async fn node_faults(
         ),
     ));
 
-    // 2. Eviction: the budget (minAvailable 1) lets one Pod go, not the second.
+    // 2. Eviction: the budget (maxUnavailable 1) lets one Pod go, not the second.
     let leader = leader_pod(client, lease).await?;
     let standby = provider_nop_pods(client)
         .await?
@@ -427,7 +427,7 @@ async fn node_faults(
         "the PodDisruptionBudget let both provider-nop Pods be evicted ({message})"
     );
     lines.push((
-        "eviction of both Pods against the PodDisruptionBudget (minAvailable 1)".to_string(),
+        "eviction of both Pods against the PodDisruptionBudget (maxUnavailable 1)".to_string(),
         "the standby's eviction admitted; the leader's refused (429, \"would violate the pod's disruption budget\")"
             .to_string(),
     ));
