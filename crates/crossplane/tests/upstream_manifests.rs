@@ -166,7 +166,23 @@ spec:
         xrd.spec.scope
     );
     ensure!(xrd.spec.default_composite_delete_policy.as_deref() == Some("Background"));
+    // `claimNames` offers the claim: a namespaced CRD named by them, established, `Offered=True`.
+    let offered = xrd
+        .status
+        .as_ref()
+        .is_some_and(|s| apis::condition::is_true(&s.conditions, "Offered"));
+    ensure!(offered, "the XRD does not say it offers claims: {:?}", xrd.status);
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let claim_crd_name = format!("postgresqlinstances.{group}");
+    let claim_crd = crds.get(&claim_crd_name).await?;
+    ensure!(crd_established(&claim_crd), "the claim CRD is not established");
+    ensure!(claim_crd.spec.scope == "Namespaced");
+    ensure!(claim_crd.spec.names.kind == "PostgreSQLInstance");
+    ensure!(
+        claim_crd.spec.names.categories == Some(vec!["claim".to_owned()]),
+        "claim category: {:?}",
+        claim_crd.spec.names.categories
+    );
     let xr_crd = crds.get(&name).await?;
     ensure!(crd_established(&xr_crd), "the XR CRD {name} is not established");
     let revs = dynamic(
@@ -194,6 +210,12 @@ spec:
     )
     .await?;
     xrds.delete(&name, &Default::default()).await?;
+    // The XRD takes its claim CRD with it.
+    wait_for("the claim CRD to be deleted", Duration::from_secs(60), || {
+        let (crds, n) = (crds.clone(), claim_crd_name.clone());
+        async move { Ok(crds.get_opt(&n).await?.is_none().then_some(())) }
+    })
+    .await?;
     Ok(())
 }
 
