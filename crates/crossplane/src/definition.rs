@@ -33,6 +33,7 @@ use manager::controller::ControllerBuilder;
 use manager::{BoxError, ChildHandle, FencedClient, ReconcileMetrics, TermContext};
 use serde_json::json;
 
+use crate::claim;
 use crate::composite::{self, CompositeController};
 use crate::error::{Error, fenced_not_found, is_not_found};
 use crate::metrics::Recorder;
@@ -108,7 +109,7 @@ impl Ctx {
         if let Some(c) = child {
             c.handle.stop();
             c.handle.finished().await;
-            tracing::info!(xrd = %name, "stopped composite controller");
+            tracing::info!(controller = %name, "stopped controller");
         }
     }
 
@@ -236,6 +237,7 @@ async fn reconcile(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -> Resu
             tracing::debug!(xrd = %name, "waiting for the claim CRD to be established");
             return Ok(Action::requeue(Duration::from_millis(500)));
         }
+        start_claim_controller(&xrd, &ctx, &resource).await?;
         conditions.push(
             Condition::new(TYPE_OFFERED, ConditionStatus::True, REASON_WATCHING_CLAIM)
                 .with_observed_generation(generation),
@@ -250,6 +252,47 @@ async fn reconcile(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -> Resu
     ctx.set_status(&xrd, conditions, Some(controllers)).await?;
     ctx.rbac_wait.succeed(&name);
     Ok(Action::await_change())
+}
+
+/// Starts (or, when the XRD's generation changed, restarts) the child `claim/<xrd>`.
+async fn start_claim_controller(
+    xrd: &CompositeResourceDefinition,
+    ctx: &Ctx,
+    composite: &ApiResource,
+) -> Result<(), Error> {
+    let child = format!("claim/{}", xrd.name_any());
+    let generation = xrd.meta().generation;
+    let restart = ctx
+        .lock()
+        .get(&child)
+        .map(|c| c.generation != generation || c.handle.is_finished());
+    if restart == Some(false) {
+        return Ok(());
+    }
+    let claim = claim_resource(xrd).ok_or_else(|| Error::Message("no claim names".into()))?;
+    if !may_watch(ctx.client.kube(), &claim).await? {
+        return Err(Error::Message(format!(
+            "waiting for RBAC to allow watching the claims {}",
+            claim.plural
+        )));
+    }
+    if restart == Some(true) {
+        ctx.stop_child(&child).await;
+    }
+    let def = claim::ClaimController {
+        claim: claim.clone(),
+        composite: composite.clone(),
+        enforced_composition: xrd.spec.enforced_composition_ref.is_some(),
+        poll: ctx.options.poll,
+        recorder: Recorder::new(ctx.options.metrics.clone(), &child),
+    };
+    let handle = ctx
+        .term
+        .spawn_child(child.clone(), move |c| claim::run(c, def))
+        .map_err(|e| Error::Message(e.to_string()))?;
+    tracing::info!(xrd = %xrd.name_any(), kind = %claim.kind, "started claim controller");
+    ctx.lock().insert(child, Child { generation, handle });
+    Ok(())
 }
 
 /// Applies `crd`, a CRD rendered from `xrd` (`what` names it in messages), refusing one that another
@@ -316,6 +359,7 @@ async fn redact_claims(xrd: &CompositeResourceDefinition, ctx: &Ctx) -> Result<b
     ctx.set_status(xrd, vec![term], None).await?;
     let crds = ctx.client.all::<CustomResourceDefinition>();
     let Some(crd) = crds.get_opt(&crd_name).await? else {
+        ctx.stop_child(&format!("claim/{}", xrd.name_any())).await;
         return Ok(true);
     };
     if !controlled_by(&crd, xrd) {
@@ -325,6 +369,7 @@ async fn redact_claims(xrd: &CompositeResourceDefinition, ctx: &Ctx) -> Result<b
         tracing::info!(xrd = %xrd.name_any(), "waiting for claims to be deleted");
         return Ok(false);
     }
+    ctx.stop_child(&format!("claim/{}", xrd.name_any())).await;
     match crds.delete(&crd_name, &DeleteParams::background()).await {
         Ok(_) => {}
         Err(e) if fenced_not_found(&e) => {}
