@@ -141,7 +141,7 @@ pub struct CompositeResourceDefinitionSpec {
     pub default_composition_update_policy: Option<CompositionUpdatePolicy>,
     /// The versions of the XR.
     pub versions: Vec<CompositeResourceVersion>,
-    /// Legacy claim names (only for `LegacyCluster`); kept, not acted on.
+    /// The names of the claim a `LegacyCluster` XRD offers (its claim CRD and claim controller).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::preserve_unknown_fields")]
     pub claim_names: Option<serde_json::Value>,
