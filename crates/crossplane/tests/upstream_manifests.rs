@@ -327,13 +327,16 @@ fn start_provider_nop(
 /// function-patch-and-transform composing a NopResource and publishing connection details, and a claim
 /// in a namespace, all applied unchanged. The claim binds an XR (`<claim>-<suffix>`, `claimRef`, claim
 /// labels, the claim's parameters), becomes Ready with its XR, gets the XR's connection Secret in its
-/// namespace, and deleting it (`compositeDeletePolicy: Foreground`) deletes the XR and what it composed.
+/// namespace, and deleting it (`compositeDeletePolicy: Foreground`, or the default `Background`)
+/// deletes the XR and what it composed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_v1_claim_binds_becomes_ready_and_deletes_its_xr() -> anyhow::Result<()> {
     let cluster = testenv::Cluster::shared()?;
     let client = cluster.client().await?;
     install_crds(&client).await?;
     let id = unique();
+    let start = std::time::Instant::now();
+    let phase = |what: &str| eprintln!("[claims] {what} after {:?}", start.elapsed());
     let group = format!("{id}.claims.example.org");
     let selector = format!("crossplane-rs.io/test={id}");
     let _core = Process::start(
@@ -561,6 +564,7 @@ spec:
         "the XR's compositionRef is handed back to the claim: {ready}"
     );
 
+    phase("claim Ready");
     // The XR's connection Secret, copied into the claim's namespace.
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &claim_ns);
     let secret = wait_for(
@@ -581,6 +585,43 @@ spec:
     );
     ensure!(secret.type_.as_deref() == Some("connection.crossplane.io/v1alpha1"));
 
+    phase("connection Secret");
+    // A second claim with the XRD's default policy (Background): deleting it deletes its XR too.
+    let other = format!(
+        r#"
+apiVersion: {group}/v1alpha1
+kind: Database
+metadata:
+  name: other-db
+  namespace: {claim_ns}
+spec:
+  parameters:
+    storageGB: 1
+"#
+    );
+    kubectl_apply(cluster.kubeconfig(), &other).await?;
+    let other_xr = wait_for("the second claim's XR", Duration::from_secs(60), || async {
+        let c = json(&claims.get("other-db").await?);
+        let Some(n) = c.pointer("/spec/resourceRef/name").and_then(|n| n.as_str()) else {
+            return Ok(None);
+        };
+        Ok(xrs.get_opt(n).await?.map(|_| n.to_owned()))
+    })
+    .await?;
+    phase("second claim bound");
+    ensure!(other_xr != xr_name, "two claims share an XR");
+    claims.delete("other-db", &Default::default()).await?;
+    wait_for(
+        "the second claim and its XR gone",
+        Duration::from_secs(90),
+        || async {
+            let gone = claims.get_opt("other-db").await?.is_none() && xrs.get_opt(&other_xr).await?.is_none();
+            Ok(gone.then_some(()))
+        },
+    )
+    .await?;
+
+    phase("second claim deleted");
     // Deleting the claim deletes its XR (foreground) and what the XR composed.
     claims.delete("my-db", &Default::default()).await?;
     wait_for(
@@ -595,6 +636,7 @@ spec:
     )
     .await?;
 
+    phase("first claim deleted");
     xrds.delete(&xrd_name, &Default::default()).await?;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     wait_for("the claim CRD to be deleted", Duration::from_secs(60), || {

@@ -13,7 +13,7 @@ use crate::error::Error;
 
 /// Copies the XR's connection Secret to the claim's; whether it wrote anything new. Nothing happens
 /// when either names no Secret or the XR's does not exist yet; an XR Secret that the XR does not
-/// control is an error, as upstream.
+/// control, or a claim Secret that something else controls, is an error, as upstream.
 pub async fn propagate(client: &FencedClient, claim: &Value, xr: &Value) -> Result<bool, Error> {
     let Some((from_ns, from_name)) = secret_ref(xr) else {
         return Ok(false);
@@ -39,10 +39,22 @@ pub async fn propagate(client: &FencedClient, claim: &Value, xr: &Value) -> Resu
     }
     let data = source.data.unwrap_or_default();
     let to: Api<Secret> = Api::namespaced(client.kube().clone(), &to_ns);
-    if let Some(existing) = to.get_opt(&to_name).await?
-        && existing.data.unwrap_or_default() == data
-    {
-        return Ok(false);
+    if let Some(existing) = to.get_opt(&to_name).await? {
+        let claim_uid = claim.pointer("/metadata/uid").and_then(Value::as_str);
+        let foreign = existing
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.controller == Some(true) && Some(o.uid.as_str()) != claim_uid);
+        if foreign {
+            return Err(Error::Message(format!(
+                "cannot propagate connection details: Secret {to_ns}/{to_name} is controlled by another object; name another Secret in spec.writeConnectionSecretToRef"
+            )));
+        }
+        if existing.data.unwrap_or_default() == data {
+            return Ok(false);
+        }
     }
     let owner = json!({
         "apiVersion": claim["apiVersion"], "kind": claim["kind"],
