@@ -622,11 +622,12 @@ spec:
     .await?;
 
     phase("second claim deleted");
-    // Deleting the claim deletes its XR (foreground) and what the XR composed.
+    // Deleting the claim deletes its XR (foreground) and what the XR composed. Foreground deletion is
+    // the garbage collector's, which learns a new kind only at its next discovery resync (30 s).
     claims.delete("my-db", &Default::default()).await?;
     wait_for(
         "claim, XR and NopResource gone",
-        Duration::from_secs(90),
+        Duration::from_secs(150),
         || async {
             let gone = claims.get_opt("my-db").await?.is_none()
                 && xrs.get_opt(&xr_name).await?.is_none()
