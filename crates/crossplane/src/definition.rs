@@ -5,16 +5,20 @@
 //! by the XRD); wait for it to be Established, and for RBAC to let this replica watch the XRs (a
 //! SelfSubjectAccessReview: the RBAC manager's per-XRD role must be aggregated first, or the watch would
 //! only collect 403s); start (or, when the XRD's generation changed, restart) the child
-//! `composite/<xrd>`; set `Established=True/WatchingCompositeResource`. On deletion:
-//! `Established=False/TerminatingCompositeResource`, delete all XRs and wait for them to go, stop the
-//! child, delete the CRD, and drop the finalizer once the CRD is gone.
+//! `composite/<xrd>`; set `Established=True/WatchingCompositeResource`. An XRD that offers claims
+//! (`LegacyCluster` with `claimNames`; upstream's `offered` controller) also gets its claim CRD applied
+//! and Established, and `Offered=True/WatchingCompositeResourceClaim`. On deletion:
+//! `Established=False/TerminatingCompositeResource`, `Offered=False/TerminatingCompositeResourceClaim`,
+//! delete all claims and then the claim CRD, delete all XRs and wait for them to go, stop the child,
+//! delete the CRD, and drop the finalizer once the CRD is gone.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use apis::apiextensions::labels::{
-    FINALIZER_DEFINED, REASON_TERMINATING_COMPOSITE, REASON_WATCHING_COMPOSITE, TYPE_ESTABLISHED,
+    FINALIZER_DEFINED, REASON_TERMINATING_CLAIM, REASON_TERMINATING_COMPOSITE, REASON_WATCHING_CLAIM,
+    REASON_WATCHING_COMPOSITE, TYPE_ESTABLISHED, TYPE_OFFERED,
 };
 use apis::apiextensions::{CompositeResourceDefinition, DependentResourceType, XrdControllerStatus};
 use apis::condition::{self, Condition, ConditionStatus};
@@ -29,6 +33,7 @@ use manager::controller::ControllerBuilder;
 use manager::{BoxError, ChildHandle, FencedClient, ReconcileMetrics, TermContext};
 use serde_json::json;
 
+use crate::claim;
 use crate::composite::{self, CompositeController};
 use crate::error::{Error, fenced_not_found, is_not_found};
 use crate::metrics::Recorder;
@@ -104,7 +109,7 @@ impl Ctx {
         if let Some(c) = child {
             c.handle.stop();
             c.handle.finished().await;
-            tracing::info!(xrd = %name, "stopped composite controller");
+            tracing::info!(controller = %name, "stopped controller");
         }
     }
 
@@ -147,7 +152,6 @@ pub fn xr_resource(xrd: &CompositeResourceDefinition) -> Option<ApiResource> {
 async fn reconcile(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let name = xrd.name_any();
     let generation = xrd.meta().generation;
-    let crds = ctx.client.all::<CustomResourceDefinition>();
 
     if xrd.metadata.deletion_timestamp.is_some() {
         return delete(&xrd, &ctx).await;
@@ -157,6 +161,15 @@ async fn reconcile(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -> Resu
         Ok(c) => c,
         Err(e) => {
             let msg = format!("cannot render composite resource CustomResourceDefinition: {e}");
+            ctx.set_status(&xrd, vec![Condition::reconcile_error(&msg)], None)
+                .await?;
+            return Err(Error::Message(msg));
+        }
+    };
+    let claim_crd = match xcrd::render_claim(&xrd) {
+        Ok(c) => c,
+        Err(e) => {
+            let msg = format!("cannot render composite resource claim CustomResourceDefinition: {e}");
             ctx.set_status(&xrd, vec![Condition::reconcile_error(&msg)], None)
                 .await?;
             return Err(Error::Message(msg));
@@ -177,43 +190,7 @@ async fn reconcile(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -> Resu
         .ok_or_else(|| Error::Message("the XRD has no uid".into()))?;
     owner.block_owner_deletion = Some(true);
     crd.metadata.owner_references = Some(vec![owner]);
-    if let Some(existing) = crds.get_opt(&name).await? {
-        let uid = xrd.uid();
-        let foreign = existing
-            .owner_references()
-            .iter()
-            .any(|o| o.controller == Some(true) && Some(&o.uid) != uid.as_ref());
-        if foreign
-            || existing
-                .owner_references()
-                .iter()
-                .all(|o| o.controller != Some(true))
-        {
-            let msg = format!(
-                "cannot apply rendered composite resource CustomResourceDefinition: {name} is not controlled by this XRD"
-            );
-            ctx.set_status(&xrd, vec![Condition::reconcile_error(&msg)], None)
-                .await?;
-            return Err(Error::Message(msg));
-        }
-    }
-    let pp = PatchParams::apply(CONTROLLER).force();
-    let applied = match crds.patch(&name, &pp, &Patch::Apply(&crd)).await {
-        Ok(c) => c,
-        Err(e) if !e.is_not_leader() => {
-            let msg = format!("cannot apply rendered composite resource CustomResourceDefinition: {e}");
-            ctx.set_status(&xrd, vec![Condition::reconcile_error(&msg)], None)
-                .await?;
-            return Err(Error::Message(msg));
-        }
-        Err(e) => return Err(e.into()),
-    };
-    let established = applied
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"));
-    if !established {
+    if !apply_crd(&xrd, &ctx, &crd, "composite resource").await? {
         tracing::debug!(xrd = %name, "waiting for the composite CRD to be established");
         return Ok(Action::requeue(Duration::from_millis(500)));
     }
@@ -250,18 +227,189 @@ async fn reconcile(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -> Resu
             ctx.lock().insert(name.clone(), Child { generation, handle });
         }
     }
-    let est = Condition::new(TYPE_ESTABLISHED, ConditionStatus::True, REASON_WATCHING_COMPOSITE)
-        .with_observed_generation(generation);
+    let mut conditions = vec![
+        Condition::new(TYPE_ESTABLISHED, ConditionStatus::True, REASON_WATCHING_COMPOSITE)
+            .with_observed_generation(generation),
+        Condition::reconcile_success(),
+    ];
+    if let Some(claim_crd) = &claim_crd {
+        if !apply_crd(&xrd, &ctx, claim_crd, "composite resource claim").await? {
+            tracing::debug!(xrd = %name, "waiting for the claim CRD to be established");
+            return Ok(Action::requeue(Duration::from_millis(500)));
+        }
+        start_claim_controller(&xrd, &ctx, &resource).await?;
+        conditions.push(
+            Condition::new(TYPE_OFFERED, ConditionStatus::True, REASON_WATCHING_CLAIM)
+                .with_observed_generation(generation),
+        );
+    }
     let controllers = XrdControllerStatus {
         composite_resource_type: Some(DependentResourceType {
             api_version: resource.api_version.clone(),
             kind: resource.kind.clone(),
         }),
     };
-    ctx.set_status(&xrd, vec![est, Condition::reconcile_success()], Some(controllers))
-        .await?;
+    ctx.set_status(&xrd, conditions, Some(controllers)).await?;
     ctx.rbac_wait.succeed(&name);
     Ok(Action::await_change())
+}
+
+/// Starts (or, when the XRD's generation changed, restarts) the child `claim/<xrd>`.
+async fn start_claim_controller(
+    xrd: &CompositeResourceDefinition,
+    ctx: &Ctx,
+    composite: &ApiResource,
+) -> Result<(), Error> {
+    let child = format!("claim/{}", xrd.name_any());
+    let generation = xrd.meta().generation;
+    let restart = ctx
+        .lock()
+        .get(&child)
+        .map(|c| c.generation != generation || c.handle.is_finished());
+    if restart == Some(false) {
+        return Ok(());
+    }
+    let claim = claim_resource(xrd).ok_or_else(|| Error::Message("no claim names".into()))?;
+    if !may_watch(ctx.client.kube(), &claim).await? {
+        return Err(Error::Message(format!(
+            "waiting for RBAC to allow watching the claims {}",
+            claim.plural
+        )));
+    }
+    if restart == Some(true) {
+        ctx.stop_child(&child).await;
+    }
+    let def = claim::ClaimController {
+        claim: claim.clone(),
+        composite: composite.clone(),
+        enforced_composition: xrd.spec.enforced_composition_ref.is_some(),
+        poll: ctx.options.poll,
+        recorder: Recorder::new(ctx.options.metrics.clone(), &child),
+    };
+    let handle = ctx
+        .term
+        .spawn_child(child.clone(), move |c| claim::run(c, def))
+        .map_err(|e| Error::Message(e.to_string()))?;
+    tracing::info!(xrd = %xrd.name_any(), kind = %claim.kind, "started claim controller");
+    ctx.lock().insert(child, Child { generation, handle });
+    Ok(())
+}
+
+/// Applies `crd`, a CRD rendered from `xrd` (`what` names it in messages), refusing one that another
+/// controller owns; whether it is Established.
+async fn apply_crd(
+    xrd: &CompositeResourceDefinition,
+    ctx: &Ctx,
+    crd: &CustomResourceDefinition,
+    what: &str,
+) -> Result<bool, Error> {
+    let crds = ctx.client.all::<CustomResourceDefinition>();
+    let name = crd.name_any();
+    if let Some(existing) = crds.get_opt(&name).await?
+        && !controlled_by(&existing, xrd)
+    {
+        let msg = format!(
+            "cannot apply rendered {what} CustomResourceDefinition: {name} is not controlled by this XRD"
+        );
+        ctx.set_status(xrd, vec![Condition::reconcile_error(&msg)], None)
+            .await?;
+        return Err(Error::Message(msg));
+    }
+    let pp = PatchParams::apply(CONTROLLER).force();
+    let applied = match crds.patch(&name, &pp, &Patch::Apply(crd)).await {
+        Ok(c) => c,
+        Err(e) if !e.is_not_leader() => {
+            let msg = format!("cannot apply rendered {what} CustomResourceDefinition: {e}");
+            ctx.set_status(xrd, vec![Condition::reconcile_error(&msg)], None)
+                .await?;
+            return Err(Error::Message(msg));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    Ok(applied
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True")))
+}
+
+/// Whether `crd` names `xrd` as its controller.
+fn controlled_by(crd: &CustomResourceDefinition, xrd: &CompositeResourceDefinition) -> bool {
+    let uid = xrd.uid();
+    crd.owner_references()
+        .iter()
+        .any(|o| o.controller == Some(true) && Some(&o.uid) == uid.as_ref())
+}
+
+/// The claim API resource of the XRD's referenceable version, when it offers claims.
+pub fn claim_resource(xrd: &CompositeResourceDefinition) -> Option<ApiResource> {
+    let names = xrd.spec.offered_claim_names().ok()??;
+    let mut r = xr_resource(xrd)?;
+    r.kind = names.kind;
+    r.plural = names.plural;
+    Some(r)
+}
+
+/// Deletes every claim of `xrd` and then its claim CRD; whether the claim CRD is gone.
+async fn redact_claims(xrd: &CompositeResourceDefinition, ctx: &Ctx) -> Result<bool, Error> {
+    let (Some(crd_name), Some(resource)) = (xcrd::claim_crd_name(xrd), claim_resource(xrd)) else {
+        return Ok(true);
+    };
+    let term = Condition::new(TYPE_OFFERED, ConditionStatus::False, REASON_TERMINATING_CLAIM);
+    ctx.set_status(xrd, vec![term], None).await?;
+    let crds = ctx.client.all::<CustomResourceDefinition>();
+    let Some(crd) = crds.get_opt(&crd_name).await? else {
+        ctx.stop_child(&format!("claim/{}", xrd.name_any())).await;
+        return Ok(true);
+    };
+    if !controlled_by(&crd, xrd) {
+        return Ok(true);
+    }
+    if !delete_all(ctx, &resource).await? {
+        tracing::info!(xrd = %xrd.name_any(), "waiting for claims to be deleted");
+        return Ok(false);
+    }
+    ctx.stop_child(&format!("claim/{}", xrd.name_any())).await;
+    match crds.delete(&crd_name, &DeleteParams::background()).await {
+        Ok(_) => {}
+        Err(e) if fenced_not_found(&e) => {}
+        Err(e) => return Err(e.into()),
+    }
+    Ok(false)
+}
+
+/// Deletes every object of `resource` (in all namespaces); whether none was left.
+async fn delete_all(ctx: &Ctx, resource: &ApiResource) -> Result<bool, Error> {
+    let all = ctx.client.wrap(Api::<DynamicObject>::all_with(
+        ctx.client.kube().clone(),
+        resource,
+    ));
+    // A CRD that is already going away serves no list: nothing is left to delete.
+    let items = match all.list(&ListParams::default()).await {
+        Ok(l) => l.items,
+        Err(e) if is_not_found(&e) => Vec::new(),
+        Err(e) => return Err(e.into()),
+    };
+    for obj in &items {
+        if obj.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let api = match obj.namespace() {
+            Some(ns) => Api::<DynamicObject>::namespaced_with(ctx.client.kube().clone(), &ns, resource),
+            None => Api::<DynamicObject>::all_with(ctx.client.kube().clone(), resource),
+        };
+        match ctx
+            .client
+            .wrap(api)
+            .delete(&obj.name_any(), &DeleteParams::background())
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if fenced_not_found(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(items.is_empty())
 }
 
 /// Whether this replica may list and watch the XRs of `resource`. The RBAC manager grants them per XRD
@@ -306,6 +454,9 @@ async fn delete(xrd: &CompositeResourceDefinition, ctx: &Ctx) -> Result<Action, 
         REASON_TERMINATING_COMPOSITE,
     );
     ctx.set_status(xrd, vec![term], None).await?;
+    if !redact_claims(xrd, ctx).await? {
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
     let crds = ctx.client.all::<CustomResourceDefinition>();
     if crds.get_opt(&name).await?.is_none() {
         ctx.stop_child(&name).await;
@@ -329,42 +480,11 @@ async fn delete(xrd: &CompositeResourceDefinition, ctx: &Ctx) -> Result<Action, 
         }
         return Ok(Action::await_change());
     }
-    if let Some(resource) = xr_resource(xrd) {
-        let xrs = ctx.client.wrap(Api::<DynamicObject>::all_with(
-            ctx.client.kube().clone(),
-            &resource,
-        ));
-        // A CRD that is already going away serves no list: nothing is left to delete.
-        let items = match xrs.list(&ListParams::default()).await {
-            Ok(l) => l.items,
-            Err(e) if is_not_found(&e) => Vec::new(),
-            Err(e) => return Err(e.into()),
-        };
-        if !items.is_empty() {
-            for xr in &items {
-                if xr.metadata.deletion_timestamp.is_some() {
-                    continue;
-                }
-                let api = match xr.namespace() {
-                    Some(ns) => {
-                        Api::<DynamicObject>::namespaced_with(ctx.client.kube().clone(), &ns, &resource)
-                    }
-                    None => Api::<DynamicObject>::all_with(ctx.client.kube().clone(), &resource),
-                };
-                match ctx
-                    .client
-                    .wrap(api)
-                    .delete(&xr.name_any(), &DeleteParams::background())
-                    .await
-                {
-                    Ok(_) => {}
-                    Err(e) if fenced_not_found(&e) => {}
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            tracing::info!(xrd = %name, remaining = items.len(), "waiting for composite resources to be deleted");
-            return Ok(Action::requeue(Duration::from_secs(1)));
-        }
+    if let Some(resource) = xr_resource(xrd)
+        && !delete_all(ctx, &resource).await?
+    {
+        tracing::info!(xrd = %name, "waiting for composite resources to be deleted");
+        return Ok(Action::requeue(Duration::from_secs(1)));
     }
     ctx.stop_child(&name).await;
     match crds.delete(&name, &DeleteParams::background()).await {

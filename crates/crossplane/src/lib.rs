@@ -12,6 +12,7 @@
 //! reconcile metrics are the manager's ([`manager::controller::ControllerBuilder`]).
 #![forbid(unsafe_code)]
 
+pub mod claim;
 pub mod cli;
 pub mod composite;
 pub mod definition;
@@ -48,6 +49,7 @@ pub fn core_rbac_needs() -> Vec<manager::rbac::Rule> {
     let mut rules = definition::rbac_needs();
     rules.extend(revision::rbac_needs());
     rules.extend(composite::rbac_needs());
+    rules.extend(claim::rbac_needs());
     manager::rbac::normalize(rules)
 }
 

@@ -34,7 +34,14 @@ pub fn roles(xrd: &CompositeResourceDefinition) -> Vec<ClusterRole> {
     let name = xrd.name_any();
     let group = &xrd.spec.group;
     let plural = &xrd.spec.names.plural;
-    let main = vec![plural.clone(), format!("{plural}/status")];
+    let mut main = vec![plural.clone(), format!("{plural}/status")];
+    let mut finalizers = vec![format!("{plural}/finalizers")];
+    // An XRD that offers claims grants the claim kind alongside the composite kind, as upstream.
+    if let Ok(Some(claim)) = xrd.spec.offered_claim_names() {
+        let c = &claim.plural;
+        main.extend([c.clone(), format!("{c}/status")]);
+        finalizers.push(format!("{c}/finalizers"));
+    }
     let owner = xrd.controller_owner_ref(&()).map(|mut o| {
         o.block_owner_deletion = Some(true);
         vec![o]
@@ -61,7 +68,7 @@ pub fn roles(xrd: &CompositeResourceDefinition) -> Vec<ClusterRole> {
             &["crossplane"],
             vec![
                 rule(group, main.clone(), &["*"]),
-                rule(group, vec![format!("{plural}/finalizers")], &["update"]),
+                rule(group, finalizers, &["update"]),
             ],
         ),
         role(
@@ -170,5 +177,43 @@ mod tests {
             ["get", "list", "watch"]
         );
         assert_eq!(rs[0].owner_references()[0].uid, "u");
+        // No claims offered: only the composite kind.
+        assert_eq!(
+            rs[1].rules.as_ref().expect("rules")[0].resources,
+            Some(vec!["xthings".to_owned(), "xthings/status".to_owned()])
+        );
+    }
+
+    #[test]
+    fn offered_claims_are_granted_too() {
+        let xrd = CompositeResourceDefinition::new(
+            "xthings.example.org",
+            serde_json::from_value(serde_json::json!({
+                "group": "example.org", "names": {"kind": "XThing", "plural": "xthings"},
+                "scope": "LegacyCluster", "claimNames": {"kind": "Thing", "plural": "things"},
+                "versions": [{"name": "v1", "referenceable": true, "served": true}]
+            }))
+            .expect("spec"),
+        );
+        let rs = roles(&xrd);
+        for r in &rs {
+            let resources = r.rules.as_ref().expect("rules")[0]
+                .resources
+                .clone()
+                .unwrap_or_default();
+            assert_eq!(
+                resources,
+                ["xthings", "xthings/status", "things", "things/status"],
+                "{}",
+                r.name_any()
+            );
+        }
+        assert_eq!(
+            rs[0].rules.as_ref().expect("rules")[1].resources,
+            Some(vec![
+                "xthings/finalizers".to_owned(),
+                "things/finalizers".to_owned()
+            ])
+        );
     }
 }

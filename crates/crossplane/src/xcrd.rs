@@ -8,7 +8,7 @@
 
 use apis::apiextensions::{CompositeResourceDefinition, CompositeResourceVersion};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::ResourceExt;
+use kube::{Resource, ResourceExt};
 use serde_json::{Map, Value, json};
 
 /// Why an XRD cannot be rendered into a CRD.
@@ -34,9 +34,23 @@ pub enum RenderError {
         /// What is wrong.
         message: String,
     },
+    /// `claimNames` is not a names object, or clashes with the XR's names.
+    #[error("invalid resource claim names: {0}")]
+    ClaimNames(String),
     /// The rendered CRD does not parse.
     #[error("cannot render the CustomResourceDefinition: {0}")]
     Render(#[from] serde_json::Error),
+}
+
+/// Which kind of resource a CRD version is rendered for.
+#[derive(Clone, Copy)]
+enum Shape<'a> {
+    /// A modern XR (`spec.crossplane`).
+    Modern,
+    /// A legacy XR (fields under `spec`, `claimRef`).
+    Legacy,
+    /// A claim, with the XRD's default `compositeDeletePolicy`.
+    Claim(Option<&'a str>),
 }
 
 /// The path of Crossplane's fields in the XR: `spec.crossplane` (modern) or `spec` (legacy).
@@ -60,6 +74,7 @@ pub fn render(xrd: &CompositeResourceDefinition) -> Result<CustomResourceDefinit
         return Err(RenderError::Referenceable);
     }
     let legacy = spec.scope.is_legacy();
+    let shape = if legacy { Shape::Legacy } else { Shape::Modern };
     let mut categories = spec.names.categories.clone();
     if !categories.iter().any(|c| c == "composite") {
         categories.push("composite".to_owned());
@@ -67,20 +82,9 @@ pub fn render(xrd: &CompositeResourceDefinition) -> Result<CustomResourceDefinit
     let versions = spec
         .versions
         .iter()
-        .map(|v| render_version(v, legacy))
+        .map(|v| render_version(v, shape))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut names = json!({
-        "plural": spec.names.plural,
-        "kind": spec.names.kind,
-        "listKind": spec.names.list_kind.clone().unwrap_or_else(|| format!("{}List", spec.names.kind)),
-        "categories": categories,
-    });
-    if let Some(s) = &spec.names.singular {
-        names["singular"] = json!(s);
-    }
-    if !spec.names.short_names.is_empty() {
-        names["shortNames"] = json!(spec.names.short_names);
-    }
+    let names = names_json(&spec.names, categories);
     let crd = json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -98,7 +102,97 @@ pub fn render(xrd: &CompositeResourceDefinition) -> Result<CustomResourceDefinit
     Ok(serde_json::from_value(crd)?)
 }
 
-fn render_version(v: &CompositeResourceVersion, legacy: bool) -> Result<Value, RenderError> {
+/// The name of the claim CRD of `xrd` (`<claim plural>.<group>`), when it offers claims.
+pub fn claim_crd_name(xrd: &CompositeResourceDefinition) -> Option<String> {
+    let names = xrd.spec.offered_claim_names().ok()??;
+    Some(format!("{}.{}", names.plural, xrd.spec.group))
+}
+
+/// Renders the claim CRD of `xrd` (crossplane-runtime `ForCompositeResourceClaim`): namespaced, named
+/// by `claimNames`, category `claim`, one version per XRD version with the user's schema plus the
+/// claim fields (composition refs and selectors, `compositeDeletePolicy`, `resourceRef`,
+/// `writeConnectionSecretToRef{name}`) and `status.conditions`/`connectionDetails`. `None` when the
+/// XRD offers no claims (not `LegacyCluster`, or no `claimNames`).
+pub fn render_claim(
+    xrd: &CompositeResourceDefinition,
+) -> Result<Option<CustomResourceDefinition>, RenderError> {
+    let spec = &xrd.spec;
+    let claim = match spec.offered_claim_names() {
+        Ok(Some(n)) => n,
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(RenderError::ClaimNames(e.to_string())),
+    };
+    let clash = |a: &str, b: Option<&str>| b.is_some_and(|b| !a.is_empty() && a == b);
+    for (a, b) in [
+        (claim.kind.as_str(), Some(spec.names.kind.as_str())),
+        (claim.plural.as_str(), Some(spec.names.plural.as_str())),
+        (
+            claim.singular.as_deref().unwrap_or_default(),
+            spec.names.singular.as_deref(),
+        ),
+        (
+            claim.list_kind.as_deref().unwrap_or_default(),
+            spec.names.list_kind.as_deref(),
+        ),
+    ] {
+        if clash(a, b) {
+            return Err(RenderError::ClaimNames(format!(
+                "the claim name {a:?} is also a name of the composite resource; give the claim its own kind and plural"
+            )));
+        }
+    }
+    if spec.referenceable_version().is_none() {
+        return Err(RenderError::Referenceable);
+    }
+    let mut categories = claim.categories.clone();
+    if !categories.iter().any(|c| c == "claim") {
+        categories.push("claim".to_owned());
+    }
+    let policy = spec.default_composite_delete_policy.as_deref();
+    let versions = spec
+        .versions
+        .iter()
+        .map(|v| render_version(v, Shape::Claim(policy)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut owner = xrd.controller_owner_ref(&());
+    if let Some(o) = owner.as_mut() {
+        o.block_owner_deletion = Some(true);
+    }
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": format!("{}.{}", claim.plural, spec.group),
+            "labels": xrd.labels(),
+            "ownerReferences": owner.into_iter().collect::<Vec<_>>(),
+        },
+        "spec": {
+            "group": spec.group,
+            "names": names_json(&claim, categories),
+            "scope": "Namespaced",
+            "versions": versions,
+        }
+    });
+    Ok(Some(serde_json::from_value(crd)?))
+}
+
+fn names_json(n: &apis::apiextensions::XrdNames, categories: Vec<String>) -> Value {
+    let mut names = json!({
+        "plural": n.plural,
+        "kind": n.kind,
+        "listKind": n.list_kind.clone().unwrap_or_else(|| format!("{}List", n.kind)),
+        "categories": categories,
+    });
+    if let Some(s) = &n.singular {
+        names["singular"] = json!(s);
+    }
+    if !n.short_names.is_empty() {
+        names["shortNames"] = json!(n.short_names);
+    }
+    names
+}
+
+fn render_version(v: &CompositeResourceVersion, shape: Shape<'_>) -> Result<Value, RenderError> {
     let bad = |message: &str| RenderError::Schema {
         version: v.name.clone(),
         message: message.to_owned(),
@@ -123,23 +217,49 @@ fn render_version(v: &CompositeResourceVersion, legacy: bool) -> Result<Value, R
     spec.insert("type".into(), json!("object"));
     let spec_props =
         object_entry(&mut spec, "properties").ok_or_else(|| bad("spec.properties must be an object"))?;
-    if legacy {
-        for (k, s) in crossplane_spec_props() {
-            spec_props.insert(k, s);
+    match shape {
+        Shape::Legacy => {
+            for (k, s) in crossplane_spec_props() {
+                spec_props.insert(k, s);
+            }
+            spec_props.insert("claimRef".into(), claim_ref_schema());
+            spec_props.insert(
+                "writeConnectionSecretToRef".into(),
+                json!({"type": "object", "required": ["name", "namespace"],
+                       "properties": {"name": {"type": "string"}, "namespace": {"type": "string"}}}),
+            );
         }
-        spec_props.insert("claimRef".into(), claim_ref_schema());
-        spec_props.insert(
-            "writeConnectionSecretToRef".into(),
-            json!({"type": "object", "required": ["name", "namespace"],
-                   "properties": {"name": {"type": "string"}, "namespace": {"type": "string"}}}),
-        );
-    } else {
-        let fields: Map<String, Value> = crossplane_spec_props().into_iter().collect();
-        spec_props.insert(
-            "crossplane".into(),
-            json!({"type": "object", "description": "Configures how Crossplane will reconcile this composite resource", "properties": fields}),
-        );
+        Shape::Modern => {
+            let fields: Map<String, Value> = crossplane_spec_props().into_iter().collect();
+            spec_props.insert(
+                "crossplane".into(),
+                json!({"type": "object", "description": "Configures how Crossplane will reconcile this composite resource", "properties": fields}),
+            );
+        }
+        Shape::Claim(policy) => {
+            for (k, s) in crossplane_spec_props() {
+                if k != "resourceRefs" {
+                    spec_props.insert(k, s);
+                }
+            }
+            let mut delete = json!({"type": "string", "enum": ["Background", "Foreground"]});
+            if let Some(p) = policy {
+                delete["default"] = json!(p);
+            }
+            spec_props.insert("compositeDeletePolicy".into(), delete);
+            spec_props.insert(
+                "resourceRef".into(),
+                json!({"type": "object", "required": ["apiVersion", "kind", "name"],
+                       "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                                      "name": {"type": "string"}}}),
+            );
+            spec_props.insert(
+                "writeConnectionSecretToRef".into(),
+                json!({"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}),
+            );
+        }
     }
+    let legacy = !matches!(shape, Shape::Modern);
     props.insert("spec".into(), Value::Object(spec));
 
     let mut status =
@@ -166,8 +286,18 @@ fn render_version(v: &CompositeResourceVersion, legacy: bool) -> Result<Value, R
         json!({"type": "object", "properties": {"name": {"type": "string", "maxLength": 63}}}),
     );
 
-    let mut columns = printer_columns(legacy);
-    columns.extend(v.additional_printer_columns.iter().map(|c| json!(c)));
+    let columns = match shape {
+        Shape::Claim(_) => {
+            let mut c: Vec<Value> = v.additional_printer_columns.iter().map(|c| json!(c)).collect();
+            c.extend(claim_printer_columns());
+            c
+        }
+        _ => {
+            let mut c = printer_columns(legacy);
+            c.extend(v.additional_printer_columns.iter().map(|c| json!(c)));
+            c
+        }
+    };
     let mut out = json!({
         "name": v.name,
         "served": v.served,
@@ -258,6 +388,15 @@ fn conditions_schema() -> Value {
     })
 }
 
+fn claim_printer_columns() -> Vec<Value> {
+    vec![
+        json!({"name": "SYNCED", "type": "string", "jsonPath": ".status.conditions[?(@.type=='Synced')].status"}),
+        json!({"name": "READY", "type": "string", "jsonPath": ".status.conditions[?(@.type=='Ready')].status"}),
+        json!({"name": "CONNECTION-SECRET", "type": "string", "jsonPath": ".spec.writeConnectionSecretToRef.name"}),
+        json!({"name": "AGE", "type": "date", "jsonPath": ".metadata.creationTimestamp"}),
+    ]
+}
+
 fn printer_columns(legacy: bool) -> Vec<Value> {
     let base = if legacy { ".spec" } else { ".spec.crossplane" };
     vec![
@@ -330,6 +469,64 @@ mod tests {
         assert!(spec.get("claimRef").is_some());
         let crd = render(&xrd("Namespaced", json!({"type": "object"}))).expect("renders");
         assert_eq!(crd.spec.scope, "Namespaced");
+    }
+
+    #[test]
+    fn claim_crd_is_namespaced_with_claim_fields() {
+        let mut x = xrd(
+            "LegacyCluster",
+            json!({"type": "object", "properties": {"spec": {"type": "object",
+                "properties": {"size": {"type": "integer"}}}}}),
+        );
+        assert!(render_claim(&x).expect("renders").is_none());
+        x.spec.claim_names = Some(json!({"kind": "Thing", "plural": "things"}));
+        x.spec.default_composite_delete_policy = Some("Foreground".into());
+        let crd = render_claim(&x).expect("renders").expect("offered");
+        assert_eq!(crd.metadata.name.as_deref(), Some("things.example.org"));
+        assert_eq!(claim_crd_name(&x).as_deref(), Some("things.example.org"));
+        assert_eq!(crd.spec.scope, "Namespaced");
+        assert_eq!(crd.spec.names.kind, "Thing");
+        assert_eq!(crd.spec.names.categories, Some(vec!["claim".to_owned()]));
+        let v = &crd.spec.versions[0];
+        let cols: Vec<_> = v
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(cols, ["SYNCED", "READY", "CONNECTION-SECRET", "AGE"]);
+        let schema = serde_json::to_value(&v.schema).expect("json");
+        let spec = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"];
+        assert_eq!(spec["size"]["type"], "integer");
+        assert_eq!(spec["compositeDeletePolicy"]["default"], "Foreground");
+        assert_eq!(
+            spec["resourceRef"]["required"],
+            json!(["apiVersion", "kind", "name"])
+        );
+        assert_eq!(spec["writeConnectionSecretToRef"]["required"], json!(["name"]));
+        assert!(
+            spec["writeConnectionSecretToRef"]["properties"]
+                .get("namespace")
+                .is_none()
+        );
+        assert!(spec.get("compositionSelector").is_some());
+        assert!(spec.get("claimRef").is_none());
+        let status = &schema["openAPIV3Schema"]["properties"]["status"]["properties"];
+        assert!(status.get("conditions").is_some());
+        assert!(status.get("connectionDetails").is_some());
+    }
+
+    #[test]
+    fn claim_names_must_differ_and_need_legacy_scope() {
+        let mut x = xrd("LegacyCluster", json!({"type": "object"}));
+        x.spec.claim_names = Some(json!({"kind": "XThing", "plural": "things"}));
+        let e = render_claim(&x).expect_err("clash");
+        assert!(e.to_string().contains("\"XThing\""), "{e}");
+        x.spec.claim_names = Some(json!("nope"));
+        assert!(matches!(render_claim(&x), Err(RenderError::ClaimNames(_))));
+        let mut x = xrd("Cluster", json!({"type": "object"}));
+        x.spec.claim_names = Some(json!({"kind": "Thing", "plural": "things"}));
+        assert!(render_claim(&x).expect("renders").is_none());
     }
 
     #[test]

@@ -166,7 +166,23 @@ spec:
         xrd.spec.scope
     );
     ensure!(xrd.spec.default_composite_delete_policy.as_deref() == Some("Background"));
+    // `claimNames` offers the claim: a namespaced CRD named by them, established, `Offered=True`.
+    let offered = xrd
+        .status
+        .as_ref()
+        .is_some_and(|s| apis::condition::is_true(&s.conditions, "Offered"));
+    ensure!(offered, "the XRD does not say it offers claims: {:?}", xrd.status);
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let claim_crd_name = format!("postgresqlinstances.{group}");
+    let claim_crd = crds.get(&claim_crd_name).await?;
+    ensure!(crd_established(&claim_crd), "the claim CRD is not established");
+    ensure!(claim_crd.spec.scope == "Namespaced");
+    ensure!(claim_crd.spec.names.kind == "PostgreSQLInstance");
+    ensure!(
+        claim_crd.spec.names.categories == Some(vec!["claim".to_owned()]),
+        "claim category: {:?}",
+        claim_crd.spec.names.categories
+    );
     let xr_crd = crds.get(&name).await?;
     ensure!(crd_established(&xr_crd), "the XR CRD {name} is not established");
     let revs = dynamic(
@@ -194,6 +210,12 @@ spec:
     )
     .await?;
     xrds.delete(&name, &Default::default()).await?;
+    // The XRD takes its claim CRD with it.
+    wait_for("the claim CRD to be deleted", Duration::from_secs(60), || {
+        let (crds, n) = (crds.clone(), claim_crd_name.clone());
+        async move { Ok(crds.get_opt(&n).await?.is_none().then_some(())) }
+    })
+    .await?;
     Ok(())
 }
 
@@ -272,5 +294,359 @@ async fn our_crds_install_over_an_upstream_install_that_stored_v1() -> anyhow::R
     ensure!(xrd.spec.scope.is_legacy(), "scope {:?}", xrd.spec.scope);
     ensure!(xrd.spec.claim_names.is_some(), "claimNames lost");
     cp.stop()?;
+    Ok(())
+}
+
+/// Starts provider-nop (built in this workspace's `target/debug`) polling every second, or `None` when
+/// it is not built.
+fn start_provider_nop(
+    kubeconfig: &std::path::Path,
+    id: &str,
+) -> anyhow::Result<Option<tokio::process::Child>> {
+    let bin = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/debug/provider-nop");
+    if !bin.exists() {
+        return Ok(None);
+    }
+    let log = std::env::temp_dir().join(format!("provider-nop-{id}.log"));
+    let out = std::fs::File::create(&log)?;
+    Ok(Some(
+        tokio::process::Command::new(&bin)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["--poll", "1s", "--max-reconcile-rate", "100"])
+            .args(["--metrics-bind-address", "0", "--health-probe-bind-address", "0"])
+            .env_remove("LEADER_ELECTION")
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .kill_on_drop(true)
+            .spawn()?,
+    ))
+}
+
+/// Claims as upstream's v1 users write them: an XRD with `claimNames`, a Pipeline Composition with
+/// function-patch-and-transform composing a NopResource and publishing connection details, and a claim
+/// in a namespace, all applied unchanged. The claim binds an XR (`<claim>-<suffix>`, `claimRef`, claim
+/// labels, the claim's parameters), becomes Ready with its XR, gets the XR's connection Secret in its
+/// namespace, and deleting it (`compositeDeletePolicy: Foreground`, or the default `Background`)
+/// deletes the XR and what it composed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_v1_claim_binds_becomes_ready_and_deletes_its_xr() -> anyhow::Result<()> {
+    let cluster = testenv::Cluster::shared()?;
+    let client = cluster.client().await?;
+    install_crds(&client).await?;
+    let id = unique();
+    let start = std::time::Instant::now();
+    let phase = |what: &str| eprintln!("[claims] {what} after {:?}", start.elapsed());
+    let group = format!("{id}.claims.example.org");
+    let selector = format!("crossplane-rs.io/test={id}");
+    let _core = Process::start(
+        cluster.kubeconfig(),
+        &["core", "start", "--watch-label-selector", &selector],
+        &format!("claims-{id}"),
+    )?;
+    let (claim_ns, secret_ns) = (format!("{id}-team"), format!("{id}-secrets"));
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    for ns in [&claim_ns, &secret_ns] {
+        let obj = serde_json::from_value(serde_json::json!({"metadata": {"name": ns}}))?;
+        namespaces.create(&Default::default(), &obj).await?;
+    }
+    let manifests = format!(
+        r#"
+apiVersion: apiextensions.crossplane.io/v1
+kind: CompositeResourceDefinition
+metadata:
+  name: xdatabases.{group}
+  labels:
+    crossplane-rs.io/test: {id}
+spec:
+  group: {group}
+  names:
+    kind: XDatabase
+    plural: xdatabases
+  claimNames:
+    kind: Database
+    plural: databases
+  connectionSecretKeys:
+  - username
+  versions:
+  - name: v1alpha1
+    served: true
+    referenceable: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            properties:
+              parameters:
+                type: object
+                properties:
+                  storageGB:
+                    type: integer
+                required:
+                - storageGB
+            required:
+            - parameters
+---
+apiVersion: apiextensions.crossplane.io/v1
+kind: Composition
+metadata:
+  name: xdatabases.{group}
+  labels:
+    crossplane-rs.io/test: {id}
+    provider: nop
+spec:
+  writeConnectionSecretsToNamespace: {secret_ns}
+  compositeTypeRef:
+    apiVersion: {group}/v1alpha1
+    kind: XDatabase
+  mode: Pipeline
+  pipeline:
+  - step: patch-and-transform
+    functionRef:
+      name: function-patch-and-transform
+    input:
+      apiVersion: pt.fn.crossplane.io/v1beta1
+      kind: Resources
+      resources:
+      - name: instance
+        base:
+          apiVersion: nop.crossplane.io/v1alpha1
+          kind: NopResource
+          spec:
+            forProvider:
+              conditionAfter:
+              - conditionType: Ready
+                conditionStatus: "True"
+                time: 1s
+        patches:
+        - type: FromCompositeFieldPath
+          fromFieldPath: spec.parameters.storageGB
+          toFieldPath: spec.forProvider.fields.storageGB
+        connectionDetails:
+        - name: username
+          type: FromValue
+          value: admin
+"#
+    );
+    kubectl_apply(cluster.kubeconfig(), &manifests).await?;
+    let xrds: Api<CompositeResourceDefinition> = Api::all(client.clone());
+    let xrd_name = format!("xdatabases.{group}");
+    wait_for("the XRD to offer its claim", Duration::from_secs(60), || {
+        let (xrds, name) = (xrds.clone(), xrd_name.clone());
+        async move {
+            let xrd = xrds.get(&name).await?;
+            Ok(xrd
+                .status
+                .as_ref()
+                .is_some_and(|s| apis::condition::is_true(&s.conditions, "Offered"))
+                .then_some(()))
+        }
+    })
+    .await?;
+
+    let claim = format!(
+        r#"
+apiVersion: {group}/v1alpha1
+kind: Database
+metadata:
+  name: my-db
+  namespace: {claim_ns}
+  labels:
+    team: blue
+spec:
+  parameters:
+    storageGB: 20
+  compositionSelector:
+    matchLabels:
+      provider: nop
+  compositeDeletePolicy: Foreground
+  writeConnectionSecretToRef:
+    name: my-db-conn
+"#
+    );
+    kubectl_apply(cluster.kubeconfig(), &claim).await?;
+    let claims = kube::Api::<kube::api::DynamicObject>::namespaced_with(
+        client.clone(),
+        &claim_ns,
+        &kube::core::ApiResource {
+            group: group.clone(),
+            version: "v1alpha1".into(),
+            api_version: format!("{group}/v1alpha1"),
+            kind: "Database".into(),
+            plural: "databases".into(),
+        },
+    );
+    let xrs = dynamic(&client, &group, "v1alpha1", "XDatabase", "xdatabases");
+    let nops = dynamic(
+        &client,
+        "nop.crossplane.io",
+        "v1alpha1",
+        "NopResource",
+        "nopresources",
+    );
+
+    // The claim is bound to an XR named after it, which carries the claim's parameters and labels.
+    let xr_name = wait_for("the claim's resourceRef", Duration::from_secs(60), || async {
+        let c = json(&claims.get("my-db").await?);
+        Ok(c.pointer("/spec/resourceRef/name")
+            .and_then(|n| n.as_str())
+            .map(str::to_owned))
+    })
+    .await?;
+    ensure!(xr_name.starts_with("my-db-"), "XR name {xr_name}");
+    // The claim records the reference before the XR is applied.
+    let xr = wait_for("the claim's XR", Duration::from_secs(60), || async {
+        Ok(xrs.get_opt(&xr_name).await?.map(|x| json(&x)))
+    })
+    .await?;
+    ensure!(xr["spec"]["parameters"]["storageGB"] == 20, "parameters: {xr}");
+    ensure!(
+        xr["spec"]["claimRef"]
+            == serde_json::json!({"apiVersion": format!("{group}/v1alpha1"), "kind": "Database",
+                                  "name": "my-db", "namespace": claim_ns}),
+        "claimRef: {}",
+        xr["spec"]["claimRef"]
+    );
+    ensure!(xr["metadata"]["labels"]["crossplane.io/claim-name"] == "my-db");
+    ensure!(xr["metadata"]["labels"]["crossplane.io/claim-namespace"] == claim_ns.as_str());
+    ensure!(xr["metadata"]["labels"]["team"] == "blue");
+    ensure!(
+        xr["spec"]["compositionSelector"]["matchLabels"]["provider"] == "nop",
+        "composition selection is passed through: {xr}"
+    );
+    ensure!(xr["spec"].get("compositeDeletePolicy").is_none());
+    ensure!(
+        xr["spec"]["writeConnectionSecretToRef"]
+            .get("namespace")
+            .is_none()
+            || xr["spec"]["writeConnectionSecretToRef"]["namespace"] == secret_ns.as_str()
+    );
+
+    // provider-nop makes the NopResource Ready (or the test stands in for it); the claim follows.
+    let by_xr = ListParams::default().labels(&format!("crossplane.io/composite={xr_name}"));
+    let composed = wait_for("the composed NopResource", Duration::from_secs(60), || async {
+        let l = nops.list(&by_xr).await?;
+        Ok((!l.items.is_empty()).then_some(l.items))
+    })
+    .await?;
+    ensure!(
+        composed[0]
+            .labels()
+            .get("crossplane.io/claim-name")
+            .map(String::as_str)
+            == Some("my-db"),
+        "composed resources carry the claim labels"
+    );
+    let _provider = start_provider_nop(cluster.kubeconfig(), &id)?;
+    if _provider.is_none() {
+        eprintln!("provider-nop is not built: marking the NopResources Ready as admin");
+        for n in &composed {
+            let patch = serde_json::json!({"status": {"conditions": [{"type": "Ready", "status": "True",
+                "reason": "Available", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+            nops.patch_status(&n.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+        }
+    }
+    let ready = wait_for("the claim to be Ready", Duration::from_secs(90), || async {
+        let c = json(&claims.get("my-db").await?);
+        let ready = condition(&c, "Ready").is_some_and(|r| r["status"] == "True");
+        let synced = condition(&c, "Synced").is_some_and(|r| r["status"] == "True");
+        Ok((ready && synced).then_some(c))
+    })
+    .await?;
+    ensure!(
+        ready
+            .pointer("/spec/compositionRef/name")
+            .and_then(|n| n.as_str())
+            == Some(xrd_name.as_str()),
+        "the XR's compositionRef is handed back to the claim: {ready}"
+    );
+
+    phase("claim Ready");
+    // The XR's connection Secret, copied into the claim's namespace.
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &claim_ns);
+    let secret = wait_for(
+        "the claim's connection Secret",
+        Duration::from_secs(60),
+        || async { Ok(secrets.get_opt("my-db-conn").await?) },
+    )
+    .await?;
+    let username = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get("username"))
+        .map(|b| String::from_utf8_lossy(&b.0).into_owned());
+    ensure!(
+        username.as_deref() == Some("admin"),
+        "connection Secret data: {:?}",
+        secret.data
+    );
+    ensure!(secret.type_.as_deref() == Some("connection.crossplane.io/v1alpha1"));
+
+    phase("connection Secret");
+    // A second claim with the XRD's default policy (Background): deleting it deletes its XR too.
+    let other = format!(
+        r#"
+apiVersion: {group}/v1alpha1
+kind: Database
+metadata:
+  name: other-db
+  namespace: {claim_ns}
+spec:
+  parameters:
+    storageGB: 1
+"#
+    );
+    kubectl_apply(cluster.kubeconfig(), &other).await?;
+    let other_xr = wait_for("the second claim's XR", Duration::from_secs(60), || async {
+        let c = json(&claims.get("other-db").await?);
+        let Some(n) = c.pointer("/spec/resourceRef/name").and_then(|n| n.as_str()) else {
+            return Ok(None);
+        };
+        Ok(xrs.get_opt(n).await?.map(|_| n.to_owned()))
+    })
+    .await?;
+    phase("second claim bound");
+    ensure!(other_xr != xr_name, "two claims share an XR");
+    claims.delete("other-db", &Default::default()).await?;
+    wait_for(
+        "the second claim and its XR gone",
+        Duration::from_secs(90),
+        || async {
+            let gone = claims.get_opt("other-db").await?.is_none() && xrs.get_opt(&other_xr).await?.is_none();
+            Ok(gone.then_some(()))
+        },
+    )
+    .await?;
+
+    phase("second claim deleted");
+    // Deleting the claim deletes its XR (foreground) and what the XR composed. Foreground deletion is
+    // the garbage collector's, which learns a new kind only at its next discovery resync (30 s).
+    claims.delete("my-db", &Default::default()).await?;
+    wait_for(
+        "claim, XR and NopResource gone",
+        Duration::from_secs(150),
+        || async {
+            let gone = claims.get_opt("my-db").await?.is_none()
+                && xrs.get_opt(&xr_name).await?.is_none()
+                && nops.list(&by_xr).await?.items.is_empty();
+            Ok(gone.then_some(()))
+        },
+    )
+    .await?;
+
+    phase("first claim deleted");
+    xrds.delete(&xrd_name, &Default::default()).await?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    wait_for("the claim CRD to be deleted", Duration::from_secs(60), || {
+        let (crds, n) = (crds.clone(), format!("databases.{group}"));
+        async move { Ok(crds.get_opt(&n).await?.is_none().then_some(())) }
+    })
+    .await?;
+    for ns in [&claim_ns, &secret_ns] {
+        namespaces.delete(ns, &Default::default()).await?;
+    }
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! The user-facing roles (`crossplane-admin`, `-edit`, `-view`, `-browse`), as `deploy/crossplane-roles/`
 //! ships them: a user bound to each gets what upstream grants, including the XR kinds of an XRD through the
-//! RBAC manager's per-XRD roles, which the real clusterrole-aggregation controller folds in. The
-//! apiserver's own authorizer answers (SubjectAccessReview), for each user and each action.
+//! RBAC manager's per-XRD roles (and the claim kind of an XRD that offers claims), which the real
+//! clusterrole-aggregation controller folds in. The apiserver's own authorizer answers
+//! (SubjectAccessReview), for each user and each action.
 
 mod support;
 
@@ -51,12 +52,13 @@ async fn each_user_role_grants_what_upstream_grants() -> anyhow::Result<()> {
         roles.patch(&role.name_any(), &pp, &Patch::Apply(&role)).await?;
     }
 
-    // The RBAC manager's roles for an XRD (applied directly: the RBAC manager's own test covers it).
+    // The RBAC manager's roles for an XRD that offers claims (applied directly: the RBAC manager's own test covers it).
     let group = format!("{id}.roles.example.org");
     let xrd: CompositeResourceDefinition = serde_json::from_value(json!({
         "apiVersion": "apiextensions.crossplane.io/v2", "kind": "CompositeResourceDefinition",
         "metadata": {"name": format!("xthings.{group}")},
-        "spec": {"group": group, "scope": "Cluster", "names": {"kind": "XThing", "plural": "xthings"},
+        "spec": {"group": group, "scope": "LegacyCluster", "names": {"kind": "XThing", "plural": "xthings"},
+                 "claimNames": {"kind": "Thing", "plural": "things"},
                  "versions": [{"name": "v1", "referenceable": true, "served": true}]}
     }))?;
     let xrd_roles = crossplane::rbac::roles(&xrd);
@@ -111,22 +113,28 @@ async fn each_user_role_grants_what_upstream_grants() -> anyhow::Result<()> {
     // (role, verb, group, resource, allowed) as upstream's chart and RBAC manager grant them.
     let table: &[(&str, &str, &str, &str, bool)] = &[
         ("admin", "create", xr, "xthings", true),
+        ("admin", "create", xr, "things", true),
         ("admin", "delete", "", "namespaces", true),
         ("admin", "create", rbac, "clusterrolebindings", true),
         ("admin", "create", cp, "compositions", true),
         ("edit", "create", xr, "xthings", true),
+        ("edit", "create", xr, "things", true),
         ("edit", "create", "", "secrets", true),
         ("edit", "create", cp, "compositeresourcedefinitions", true),
         ("edit", "delete", "", "namespaces", false),
         ("edit", "create", rbac, "clusterrolebindings", false),
         ("view", "list", xr, "xthings", true),
         ("view", "create", xr, "xthings", false),
+        ("view", "list", xr, "things", true),
+        ("view", "create", xr, "things", false),
         ("view", "get", "", "secrets", false),
         ("view", "list", "", "namespaces", true),
         ("view", "list", cp, "compositions", true),
         ("browse", "list", xr, "xthings", true),
         ("browse", "get", cp, "compositions", true),
         ("browse", "create", xr, "xthings", false),
+        ("browse", "list", xr, "things", true),
+        ("browse", "delete", xr, "things", false),
         ("browse", "list", "", "namespaces", false),
         ("browse", "list", "pkg.crossplane.io", "providers", false),
     ];

@@ -3,6 +3,10 @@
 
 /// The XRD finalizer: held until the composite CRD is gone.
 pub const FINALIZER_DEFINED: &str = "defined.apiextensions.crossplane.io";
+/// The XRD finalizer of an XRD that offers claims: held until the claim CRD is gone.
+pub const FINALIZER_OFFERED: &str = "offered.apiextensions.crossplane.io";
+/// The claim finalizer.
+pub const FINALIZER_CLAIM: &str = "finalizer.apiextensions.crossplane.io";
 /// The composite-resource finalizer.
 pub const FINALIZER_COMPOSITE: &str = "composite.apiextensions.crossplane.io";
 
@@ -28,5 +32,9 @@ pub const TYPE_VALID_PIPELINE: &str = "ValidPipeline";
 
 /// Reason `WatchingCompositeResource` (Established=True).
 pub const REASON_WATCHING_COMPOSITE: &str = "WatchingCompositeResource";
+/// Reason `WatchingCompositeResourceClaim` (Offered=True).
+pub const REASON_WATCHING_CLAIM: &str = "WatchingCompositeResourceClaim";
+/// Reason `TerminatingCompositeResourceClaim` (Offered=False).
+pub const REASON_TERMINATING_CLAIM: &str = "TerminatingCompositeResourceClaim";
 /// Reason `TerminatingCompositeResource` (Established=False).
 pub const REASON_TERMINATING_COMPOSITE: &str = "TerminatingCompositeResource";

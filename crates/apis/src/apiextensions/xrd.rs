@@ -141,7 +141,7 @@ pub struct CompositeResourceDefinitionSpec {
     pub default_composition_update_policy: Option<CompositionUpdatePolicy>,
     /// The versions of the XR.
     pub versions: Vec<CompositeResourceVersion>,
-    /// Legacy claim names (only for `LegacyCluster`); kept, not acted on.
+    /// The names of the claim a `LegacyCluster` XRD offers (its claim CRD and claim controller).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "crate::preserve_unknown_fields")]
     pub claim_names: Option<serde_json::Value>,
@@ -225,6 +225,15 @@ pub struct CompositeResourceDefinitionStatus {
 }
 
 impl CompositeResourceDefinitionSpec {
+    /// The names of the claim this XRD offers: `claimNames` of a `LegacyCluster` XRD. `None` when it
+    /// offers none; an error when `claimNames` is not a names object.
+    pub fn offered_claim_names(&self) -> Result<Option<XrdNames>, serde_json::Error> {
+        match &self.claim_names {
+            Some(v) if self.scope.is_legacy() && !v.is_null() => serde_json::from_value(v.clone()).map(Some),
+            _ => Ok(None),
+        }
+    }
+
     /// The referenceable version, if exactly one is.
     pub fn referenceable_version(&self) -> Option<&CompositeResourceVersion> {
         let mut refs = self.versions.iter().filter(|v| v.referenceable);

@@ -458,6 +458,18 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
     if fields.resource_refs() != refs {
         xp["resourceRefs"] = json!(refs);
     }
+    // A legacy XR that names no connection Secret gets one in the Composition's
+    // `writeConnectionSecretsToNamespace`, named by its UID, as upstream's configurator does.
+    let mut xr_json = std::borrow::Cow::Borrowed(xr_json);
+    if legacy
+        && xr_json.pointer("/spec/writeConnectionSecretToRef").is_none()
+        && let Some(ns) = &rev.spec.write_connection_secrets_to_namespace
+    {
+        let r = json!({"name": uid, "namespace": ns});
+        xp["writeConnectionSecretToRef"] = r.clone();
+        xr_json.to_mut()["spec"]["writeConnectionSecretToRef"] = r;
+    }
+    let xr_json = xr_json.as_ref();
     let meta_changed = meta.as_object().is_some_and(|m| !m.is_empty());
     let xp_changed = xp.as_object().is_some_and(|m| !m.is_empty());
     if meta_changed || xp_changed {

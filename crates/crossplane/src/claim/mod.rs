@@ -1,0 +1,358 @@
+//! The claim controller (crossplane `internal/controller/apiextensions/claim`): one per XRD that offers
+//! claims, started as a child of the term by the XRD controller.
+//!
+//! Each reconcile binds a namespaced claim to a cluster-scoped legacy XR: hold the finalizer
+//! `finalizer.apiextensions.crossplane.io`; refuse an XR bound to another claim; hand the XR's refs
+//! back to the claim (`spec.resourceRef`, composition refs) **before** server-side applying the XR
+//! (`<claim>-<suffix>`, the claim's spec, labels `crossplane.io/claim-name`/`-namespace`,
+//! `spec.claimRef`); copy the XR's status and conditions back (`Ready` is `Waiting` until the XR is
+//! Ready); once it is, copy the XR's connection Secret into the claim's namespace. Deleting a claim
+//! deletes its XR with the claim's `compositeDeletePolicy` (`Foreground` waits for the XR to go).
+//! Changes to XRs reconcile their claims at once. Every write goes through the term's fenced client.
+
+pub mod connection;
+pub mod sync;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use apis::apiextensions::labels::FINALIZER_CLAIM;
+use apis::condition::Condition;
+use apis::meta::ANNOTATION_PAUSED;
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PropagationPolicy};
+use kube::core::ApiResource;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{Controller, watcher};
+use kube::{Api, ResourceExt};
+use manager::backoff::{Backoff, jittered};
+use manager::{BoxError, FencedApi, FencedClient, TermContext};
+use serde_json::{Value, json};
+
+use crate::composite::render;
+use crate::composite::status;
+use crate::error::{Error, fenced_not_found};
+use crate::metrics::Recorder;
+
+/// The field manager of the claim controller's writes (upstream's `FieldOwnerXR`).
+pub const FIELD_MANAGER: &str = "apiextensions.crossplane.io/claim";
+
+/// What a claim controller needs to know about its XRD.
+#[derive(Debug, Clone)]
+pub struct ClaimController {
+    /// The claim API resource (the referenceable version).
+    pub claim: ApiResource,
+    /// The XR API resource (the referenceable version).
+    pub composite: ApiResource,
+    /// Whether the XRD enforces a Composition (the claim's `compositionRef` is then not propagated).
+    pub enforced_composition: bool,
+    /// How often a bound, ready claim is looked at again.
+    pub poll: Duration,
+    /// Reconcile metrics of `claim/<xrd>`.
+    pub recorder: Recorder,
+}
+
+struct Ctx {
+    client: FencedClient,
+    def: ClaimController,
+    backoff: Backoff,
+}
+
+/// Runs the controller for one claim kind until `ctx` is cancelled.
+pub async fn run(ctx: TermContext, def: ClaimController) -> Result<(), BoxError> {
+    let client = ctx.client().clone();
+    let claims: Api<DynamicObject> = Api::all_with(client.kube().clone(), &def.claim);
+    let xrs: Api<DynamicObject> = Api::all_with(client.kube().clone(), &def.composite);
+    let resource = def.claim.clone();
+    tracing::info!(kind = %resource.kind, "claim controller started");
+    let state = Arc::new(Ctx {
+        client,
+        def,
+        backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(30)),
+    });
+    let controller = Controller::new_with(claims, watcher::Config::default(), resource.clone());
+    let cache = controller.store();
+    let claim_type = resource.clone();
+    let xr_type = state.def.composite.clone();
+    let stream = controller
+        .watches_with(xrs, xr_type, watcher::Config::default(), move |xr| {
+            let r = xr.data.pointer("/spec/claimRef")?;
+            let name = r.get("name")?.as_str()?;
+            let ns = r.get("namespace")?.as_str()?;
+            Some(ObjectRef::new_with(name, claim_type.clone()).within(ns))
+        })
+        .graceful_shutdown_on(ctx.token().clone().cancelled_owned())
+        .run(reconcile, error_policy, state);
+    manager::controller::drive(&format!("claim/{}", resource.kind), ctx.token(), cache, stream).await;
+    tracing::info!(kind = %resource.kind, "claim controller stopped");
+    Ok(())
+}
+
+fn key(claim: &DynamicObject) -> String {
+    format!("{}/{}", claim.namespace().unwrap_or_default(), claim.name_any())
+}
+
+fn error_policy(claim: Arc<DynamicObject>, e: &Error, ctx: Arc<Ctx>) -> Action {
+    if e.is_not_leader() {
+        return Action::await_change();
+    }
+    if e.is_conflict() {
+        return Action::requeue(Duration::from_secs(1));
+    }
+    tracing::warn!(claim = %key(&claim), error = %e, "cannot reconcile claim");
+    Action::requeue(ctx.backoff.fail(&key(&claim)))
+}
+
+impl Ctx {
+    fn claim_api(&self, ns: &str) -> FencedApi<DynamicObject> {
+        self.client.wrap(Api::namespaced_with(
+            self.client.kube().clone(),
+            ns,
+            &self.def.claim,
+        ))
+    }
+
+    fn xr_api(&self) -> FencedApi<DynamicObject> {
+        self.client
+            .wrap(Api::all_with(self.client.kube().clone(), &self.def.composite))
+    }
+
+    /// Writes the claim's status when it changes: `overlay` merged in, `conditions` set.
+    async fn write_status(
+        &self,
+        claim: &DynamicObject,
+        claim_json: &Value,
+        overlay: Option<&Value>,
+        conditions: Vec<Condition>,
+    ) -> Result<(), Error> {
+        let Some(st) = status::next(claim_json, overlay, conditions) else {
+            return Ok(());
+        };
+        let patch = json!({"apiVersion": claim_json["apiVersion"], "kind": claim_json["kind"], "status": st});
+        match self
+            .claim_api(&claim.namespace().unwrap_or_default())
+            .patch_status(&claim.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if fenced_not_found(&e) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+async fn reconcile(claim: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let recorder = ctx.def.recorder.clone();
+    recorder.time(reconcile_inner(claim, ctx)).await
+}
+
+async fn reconcile_inner(claim: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let claim_json = serde_json::to_value(&*claim)?;
+    if claim.annotations().get(ANNOTATION_PAUSED).map(String::as_str) == Some("true") {
+        ctx.write_status(&claim, &claim_json, None, vec![Condition::reconcile_paused()])
+            .await?;
+        return Ok(Action::await_change());
+    }
+    let bound_name = claim_json
+        .pointer("/spec/resourceRef/name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned);
+    let xr = match &bound_name {
+        Some(n) => ctx.xr_api().get_opt(n).await?,
+        None => None,
+    };
+    let xr_json = xr.as_ref().map(serde_json::to_value).transpose()?;
+    if let Some(x) = &xr_json
+        && let Some(r) = x.pointer("/spec/claimRef")
+        && *r != sync::claim_ref(&claim_json)
+    {
+        let msg = format!(
+            "cannot bind claim to composite resource {}: it is bound to claim {}/{}",
+            x.pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+            r.get("namespace").and_then(Value::as_str).unwrap_or_default(),
+            r.get("name").and_then(Value::as_str).unwrap_or_default(),
+        );
+        ctx.write_status(&claim, &claim_json, None, vec![Condition::reconcile_error(msg)])
+            .await?;
+        return Ok(Action::await_change());
+    }
+
+    if claim.metadata.deletion_timestamp.is_some() {
+        return delete(&claim, &claim_json, xr.as_ref(), &ctx).await;
+    }
+
+    match bind(&claim, &claim_json, xr_json.as_ref(), &ctx).await {
+        Ok(action) => {
+            ctx.backoff.succeed(&key(&claim));
+            Ok(action)
+        }
+        Err(e) if e.is_not_leader() || e.is_conflict() => Err(e),
+        Err(e) => {
+            ctx.write_status(&claim, &claim_json, None, vec![Condition::reconcile_error(&e)])
+                .await?;
+            Err(e)
+        }
+    }
+}
+
+/// Finalizer, XR, refs, status and connection Secret of a live claim.
+async fn bind(
+    claim: &DynamicObject,
+    claim_json: &Value,
+    xr: Option<&Value>,
+    ctx: &Ctx,
+) -> Result<Action, Error> {
+    let ns = claim.namespace().unwrap_or_default();
+    let claims = ctx.claim_api(&ns);
+    let name = match xr
+        .and_then(|x| x.pointer("/metadata/name"))
+        .and_then(Value::as_str)
+    {
+        Some(n) => n.to_owned(),
+        None => match claim_json
+            .pointer("/spec/resourceRef/name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+        {
+            Some(n) => n.to_owned(),
+            None => free_xr_name(ctx, &format!("{}-", claim.name_any())).await?,
+        },
+    };
+    let desired = sync::desired_xr(
+        claim_json,
+        xr,
+        &ctx.def.composite.api_version,
+        &ctx.def.composite.kind,
+        &name,
+        ctx.def.enforced_composition,
+    );
+
+    // Finalizer and refs on the claim first, so a claim never loses track of an XR it created.
+    let mut patch = xr
+        .and_then(|x| sync::claim_spec_patch(claim_json, x, ctx.def.enforced_composition))
+        .or_else(|| sync::claim_spec_patch(claim_json, &desired, false))
+        .unwrap_or_else(|| json!({}));
+    if !claim.finalizers().iter().any(|f| f == FINALIZER_CLAIM) {
+        let mut f = claim.finalizers().to_vec();
+        f.push(FINALIZER_CLAIM.to_owned());
+        patch["metadata"] = json!({"finalizers": f});
+    }
+    if patch.as_object().is_some_and(|m| !m.is_empty()) {
+        patch["metadata"]["resourceVersion"] = json!(claim.resource_version());
+        patch["apiVersion"] = claim_json["apiVersion"].clone();
+        patch["kind"] = claim_json["kind"].clone();
+        claims
+            .patch(&claim.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+    }
+
+    let applied = ctx
+        .xr_api()
+        .patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&desired),
+        )
+        .await?;
+    let applied = serde_json::to_value(&applied)?;
+
+    let overlay = sync::status_overlay(&applied);
+    let conditions = sync::conditions(&applied);
+    let ready = apis::condition::is_true(&status::current(&applied), "Ready");
+    let mut overlay = overlay;
+    if ready && connection::propagate(&ctx.client, claim_json, &applied).await? {
+        overlay["connectionDetails"] =
+            json!({"lastPublishedTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()});
+    }
+    let overlay = (overlay.as_object().is_some_and(|m| !m.is_empty())).then_some(overlay);
+    ctx.write_status(claim, claim_json, overlay.as_ref(), conditions)
+        .await?;
+    if ready {
+        Ok(Action::requeue(jittered(ctx.def.poll, 0.1)))
+    } else {
+        // The XR watch brings the claim back as soon as the XR changes; this is a safety net.
+        Ok(Action::requeue(Duration::from_secs(30)))
+    }
+}
+
+/// Deleting: delete the XR with the claim's `compositeDeletePolicy`, then drop the finalizer.
+async fn delete(
+    claim: &DynamicObject,
+    claim_json: &Value,
+    xr: Option<&DynamicObject>,
+    ctx: &Ctx,
+) -> Result<Action, Error> {
+    if !claim.finalizers().iter().any(|f| f == FINALIZER_CLAIM) {
+        return Ok(Action::await_change());
+    }
+    ctx.write_status(claim, claim_json, None, vec![Condition::deleting()])
+        .await?;
+    let foreground = claim_json
+        .pointer("/spec/compositeDeletePolicy")
+        .and_then(Value::as_str)
+        == Some("Foreground");
+    if let Some(xr) = xr {
+        if xr.metadata.deletion_timestamp.is_some() && foreground {
+            return Ok(Action::requeue(Duration::from_secs(1)));
+        }
+        if xr.metadata.deletion_timestamp.is_none() {
+            let dp = DeleteParams {
+                propagation_policy: Some(if foreground {
+                    PropagationPolicy::Foreground
+                } else {
+                    PropagationPolicy::Background
+                }),
+                ..DeleteParams::default()
+            };
+            match ctx.xr_api().delete(&xr.name_any(), &dp).await {
+                Ok(_) => {}
+                Err(e) if fenced_not_found(&e) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if foreground {
+            return Ok(Action::requeue(Duration::from_secs(1)));
+        }
+    }
+    let finalizers: Vec<&String> = claim
+        .finalizers()
+        .iter()
+        .filter(|f| *f != FINALIZER_CLAIM)
+        .collect();
+    let patch = json!({"apiVersion": claim_json["apiVersion"], "kind": claim_json["kind"],
+        "metadata": {"finalizers": finalizers, "resourceVersion": claim.resource_version()}});
+    match ctx
+        .claim_api(&claim.namespace().unwrap_or_default())
+        .patch(&claim.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(Action::await_change()),
+        Err(e) if fenced_not_found(&e) => Ok(Action::await_change()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A generated XR name no XR has yet.
+async fn free_xr_name(ctx: &Ctx, prefix: &str) -> Result<String, Error> {
+    let api = ctx.xr_api();
+    for _ in 0..8 {
+        let n = render::generate_name(prefix);
+        if api.get_opt(&n).await?.is_none() {
+            return Ok(n);
+        }
+    }
+    Err(Error::Message(
+        "cannot generate a free name for the composite resource".into(),
+    ))
+}
+
+/// The API access the claim controllers need beyond the claims and XRs (granted per XRD through
+/// aggregated ClusterRoles): Secrets, to copy connection details into the claim's namespace.
+pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
+    use k8s_openapi::api::core::v1::Secret;
+    use manager::rbac::{OWN, Rule};
+    vec![Rule::kind::<Secret>(&[""], OWN)]
+}
