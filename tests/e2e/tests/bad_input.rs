@@ -89,7 +89,10 @@ async fn invalid_flags_exit_2_naming_the_flag() -> anyhow::Result<()> {
                 "5s",
             ],
             2,
-            vec!["invalid value for --renew-deadline", "must be greater than --renew-deadline"],
+            vec![
+                "invalid value for --renew-deadline",
+                "must be greater than --renew-deadline",
+            ],
         ),
         (
             vec![
