@@ -255,6 +255,7 @@ impl Manager {
                 run(ctx),
             );
         }
+        let rest_metrics = metrics.rest_client().clone();
         let admin_stop = CancellationToken::new();
         let admin_task = tokio::spawn(admin.serve(
             AdminState {
@@ -269,6 +270,7 @@ impl Manager {
             gated,
             client: clients.main.clone(),
             config: clients.config.clone(),
+            rest_metrics,
             identity: settings.identity.clone(),
             lease: settings
                 .election

@@ -4,6 +4,9 @@
 //! `leader_election_master_status`, process metrics (`process_*`), and the reconcile metrics below, with
 //! controller-runtime's names, labels and buckets so existing dashboards and alerts keep working.
 
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
@@ -15,6 +18,9 @@ const RECONCILE_BUCKETS: &[f64] = &[
     50.0, 60.0,
 ];
 
+pub use crate::rest_metrics::{RestClientLayer, RestClientMetrics};
+pub use crate::workqueue::WorkqueueMetrics;
+
 /// A metric could not be registered (a name clash).
 #[derive(Debug, thiserror::Error)]
 #[error("cannot register metrics: {0}")]
@@ -25,6 +31,9 @@ pub struct MetricsError(#[from] prometheus::Error);
 pub struct Metrics {
     registry: Registry,
     reconcile: ReconcileMetrics,
+    workqueue: WorkqueueMetrics,
+    rest_client: RestClientMetrics,
+    shared: Arc<Mutex<HashMap<TypeId, Box<dyn Any + Send + Sync>>>>,
 }
 
 impl Metrics {
@@ -35,8 +44,44 @@ impl Metrics {
         registry.register(Box::new(
             prometheus::process_collector::ProcessCollector::for_self(),
         ))?;
-        let reconcile = ReconcileMetrics::new(&registry)?;
-        Ok(Self { registry, reconcile })
+        let workqueue = WorkqueueMetrics::new(&registry)?;
+        let mut reconcile = ReconcileMetrics::new(&registry)?;
+        reconcile.workqueue = Some(workqueue.clone());
+        let rest_client = RestClientMetrics::new(&registry)?;
+        Ok(Self {
+            registry,
+            reconcile,
+            workqueue,
+            rest_client,
+            shared: Arc::default(),
+        })
+    }
+
+    /// controller-runtime's `workqueue_*` metrics (see [`WorkqueueMetrics`]).
+    pub fn workqueue(&self) -> &WorkqueueMetrics {
+        &self.workqueue
+    }
+
+    /// client-go's `rest_client_requests_total` (see [`RestClientMetrics`]).
+    pub fn rest_client(&self) -> &RestClientMetrics {
+        &self.rest_client
+    }
+
+    /// One instance of `T` per registry: the first call builds it with `init` (which registers its
+    /// collectors in the registry), later calls return a clone of it. For metrics several components of
+    /// a process share, e.g. one set of per-kind gauges for all of a provider's controllers.
+    pub fn shared<T, F>(&self, init: F) -> Result<T, MetricsError>
+    where
+        T: Clone + Send + Sync + 'static,
+        F: FnOnce(&Registry) -> Result<T, MetricsError>,
+    {
+        let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(existing) = shared.get(&TypeId::of::<T>()).and_then(|b| b.downcast_ref::<T>()) {
+            return Ok(existing.clone());
+        }
+        let value = init(&self.registry)?;
+        shared.insert(TypeId::of::<T>(), Box::new(value.clone()));
+        Ok(value)
     }
 
     /// The registry `/metrics` serves; register your own collectors here.
@@ -95,6 +140,10 @@ pub struct ReconcileMetrics {
     total: IntCounterVec,
     errors: IntCounterVec,
     time: HistogramVec,
+    /// The work queue series of the same registry, when made by [`Metrics::new`]: a
+    /// [`ControllerBuilder`](crate::controller::ControllerBuilder) given these reconcile metrics records
+    /// its work queue too.
+    workqueue: Option<WorkqueueMetrics>,
 }
 
 impl ReconcileMetrics {
@@ -125,7 +174,17 @@ impl ReconcileMetrics {
         registry.register(Box::new(total.clone()))?;
         registry.register(Box::new(errors.clone()))?;
         registry.register(Box::new(time.clone()))?;
-        Ok(Self { total, errors, time })
+        Ok(Self {
+            total,
+            errors,
+            time,
+            workqueue: None,
+        })
+    }
+
+    /// The work queue metrics linked to these (see the field's docs), if any.
+    pub fn workqueue(&self) -> Option<&WorkqueueMetrics> {
+        self.workqueue.as_ref()
     }
 
     /// Exposes a controller's series at zero before its first reconcile, as controller-runtime does.
