@@ -30,6 +30,7 @@ pub mod events;
 pub mod external;
 pub mod groups;
 pub mod meta;
+pub mod metrics;
 pub mod options;
 pub mod provider;
 pub mod providerconfig;
@@ -47,6 +48,7 @@ pub use external::{
     ExternalObservation, ExternalUpdate,
 };
 pub use groups::ProviderGroups;
+pub use metrics::ManagedMetrics;
 pub use options::Options;
 pub use providerconfig::{ProviderConfigController, ProviderConfigKind};
 pub use ratelimit::GlobalRateLimiter;
