@@ -275,11 +275,11 @@ where
                     if e.is_not_leader() {
                         return Action::await_change();
                     }
-                    if e.is_conflict() {
-                        return Action::requeue(CONFLICT_RETRY);
-                    }
                     if let Some(w) = &shared.workqueue {
                         w.retry(&shared.name);
+                    }
+                    if e.is_conflict() {
+                        return Action::requeue(CONFLICT_RETRY);
                     }
                     let key = key(obj.as_ref());
                     tracing::warn!(controller = %shared.name, object = %key, error = %error_chain(e), "reconcile failed");
