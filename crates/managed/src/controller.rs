@@ -140,6 +140,7 @@ where
     pub async fn run(self, ctx: TermContext, metrics: Metrics) -> Result<(), ControllerError> {
         let opts = self.options.clone();
         let mr_metrics = ManagedMetrics::of(&metrics).map_err(|e| ControllerError::Metrics(e.to_string()))?;
+        mr_metrics.register_kind::<K>();
         let shared = Arc::new(Shared {
             connector: self.connector.clone(),
             options: opts.clone(),

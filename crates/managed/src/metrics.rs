@@ -120,6 +120,20 @@ impl ManagedMetrics {
         Ok(this)
     }
 
+    /// Exposes the histograms of kind `K` at zero before their first observation, so dashboards and the
+    /// name diff see them from the start (client_golang shows a histogram only once observed).
+    pub fn register_kind<K: Managed>(&self) {
+        let gvk = gvk_label::<K>();
+        for h in [
+            &self.first_reconcile,
+            &self.first_ready,
+            &self.deletion,
+            &self.drift,
+        ] {
+            h.with_label_values(&[&gvk]);
+        }
+    }
+
     /// Sets the state gauges of kind `K` from `resources` (all of that kind).
     pub fn record_state<'a, K: Managed + 'a>(&self, resources: impl IntoIterator<Item = &'a K>) {
         let (mut exists, mut ready, mut synced) = (0u64, 0u64, 0u64);
