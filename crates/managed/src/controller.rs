@@ -126,6 +126,9 @@ where
     pub fn register(self, mgr: &mut Manager) {
         let metrics = mgr.metrics().clone();
         metrics.reconcile().register_controller(&self.name);
+        metrics
+            .reconcile()
+            .set_max_concurrent(&self.name, self.options.max_concurrent.max(1));
         metrics.workqueue().register_controller(&self.name);
         let name = self.name.clone();
         mgr.add_gated(name, move |ctx: TermContext| {

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
 
 /// controller-runtime's buckets for `controller_runtime_reconcile_time_seconds`.
 const RECONCILE_BUCKETS: &[f64] = &[
@@ -134,12 +134,14 @@ impl ReconcileResult {
 }
 
 /// `controller_runtime_reconcile_total{controller,result}`, `controller_runtime_reconcile_errors_total
-/// {controller}` and `controller_runtime_reconcile_time_seconds{controller}`.
+/// {controller}`, `controller_runtime_reconcile_time_seconds{controller}` and
+/// `controller_runtime_max_concurrent_reconciles{controller}` (set by controllers with a limit).
 #[derive(Clone)]
 pub struct ReconcileMetrics {
     total: IntCounterVec,
     errors: IntCounterVec,
     time: HistogramVec,
+    max_concurrent: IntGaugeVec,
     /// The work queue series of the same registry, when made by [`Metrics::new`]: a
     /// [`ControllerBuilder`](crate::controller::ControllerBuilder) given these reconcile metrics records
     /// its work queue too.
@@ -171,6 +173,14 @@ impl ReconcileMetrics {
             .buckets(RECONCILE_BUCKETS.to_vec()),
             &["controller"],
         )?;
+        let max_concurrent = IntGaugeVec::new(
+            Opts::new(
+                "controller_runtime_max_concurrent_reconciles",
+                "Maximum number of concurrent reconciles per controller",
+            ),
+            &["controller"],
+        )?;
+        registry.register(Box::new(max_concurrent.clone()))?;
         registry.register(Box::new(total.clone()))?;
         registry.register(Box::new(errors.clone()))?;
         registry.register(Box::new(time.clone()))?;
@@ -178,6 +188,7 @@ impl ReconcileMetrics {
             total,
             errors,
             time,
+            max_concurrent,
             workqueue: None,
         })
     }
@@ -193,6 +204,14 @@ impl ReconcileMetrics {
             self.total.with_label_values(&[controller, r.label()]);
         }
         self.errors.with_label_values(&[controller]);
+    }
+
+    /// Sets `controller_runtime_max_concurrent_reconciles{controller}`: how many reconciles of
+    /// `controller` may run at once.
+    pub fn set_max_concurrent(&self, controller: &str, max: u16) {
+        self.max_concurrent
+            .with_label_values(&[controller])
+            .set(i64::from(max));
     }
 
     /// Records one reconcile.
@@ -247,6 +266,7 @@ mod tests {
         m.reconcile()
             .start("counter")
             .finish(ReconcileResult::RequeueAfter);
+        m.reconcile().set_max_concurrent("counter", 10);
         let text = m.render();
         for line in [
             r#"controller_runtime_reconcile_total{controller="counter",result="success"} 1"#,
@@ -256,6 +276,7 @@ mod tests {
             r#"controller_runtime_reconcile_errors_total{controller="counter"} 1"#,
             r#"controller_runtime_reconcile_time_seconds_count{controller="counter"} 3"#,
             r#"controller_runtime_reconcile_time_seconds_bucket{controller="counter",le="0.005"} 2"#,
+            r#"controller_runtime_max_concurrent_reconciles{controller="counter"} 10"#,
         ] {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }

@@ -14,6 +14,9 @@
 //! | `workqueue_adds_total` | **approximate**: items handed to a worker. kube-runtime merges triggers for an item that is already queued before they can be seen, so this counts at most as many as controller-runtime does |
 //! | `workqueue_depth` | — not exported: the scheduler's queue is private |
 //! | `workqueue_queue_duration_seconds` | — not exported: when an item entered the queue is not visible |
+//!
+//! The same count of reconciles in progress also gives controller-runtime's
+//! `controller_runtime_active_workers{controller}`.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,7 +25,7 @@ use std::time::Instant;
 
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
-use prometheus::{GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
+use prometheus::{GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
 
 use crate::metrics::MetricsError;
 
@@ -48,12 +51,14 @@ struct InFlight {
     started: Mutex<HashMap<String, HashMap<u64, Instant>>>,
     unfinished: GaugeVec,
     longest: GaugeVec,
+    active: IntGaugeVec,
 }
 
 impl Collector for InFlight {
     fn desc(&self) -> Vec<&Desc> {
         let mut d = self.unfinished.desc();
         d.extend(self.longest.desc());
+        d.extend(self.active.desc());
         d
     }
 
@@ -66,10 +71,13 @@ impl Collector for InFlight {
                 let (sum, max) = ages.fold((0.0, 0.0_f64), |(s, m), a| (s + a, m.max(a)));
                 self.unfinished.with_label_values(&[name, name]).set(sum);
                 self.longest.with_label_values(&[name, name]).set(max);
+                let workers = i64::try_from(items.len()).unwrap_or(i64::MAX);
+                self.active.with_label_values(&[name]).set(workers);
             }
         }
         let mut families = self.unfinished.collect();
         families.extend(self.longest.collect());
+        families.extend(self.active.collect());
         families
     }
 }
@@ -115,11 +123,19 @@ impl WorkqueueMetrics {
             ),
             LABELS,
         )?;
+        let active = IntGaugeVec::new(
+            Opts::new(
+                "controller_runtime_active_workers",
+                "Number of currently used workers per controller",
+            ),
+            &["controller"],
+        )?;
         let in_flight = Arc::new(InFlight {
             next: AtomicU64::new(0),
             started: Mutex::default(),
             unfinished,
             longest,
+            active,
         });
         registry.register(Box::new(adds.clone()))?;
         registry.register(Box::new(retries.clone()))?;
@@ -245,6 +261,10 @@ mod tests {
             .and_then(|v| v.parse::<f64>().ok())
             .expect("longest running series");
         assert!(longest >= 0.005, "{text}");
+        assert!(
+            text.contains(r#"controller_runtime_active_workers{controller="busy"} 1"#),
+            "{text}"
+        );
         drop(guard);
         m.retry("busy");
         let text = render(&registry);
