@@ -72,6 +72,14 @@ impl ManagerBuilder {
             }
         };
         let metrics = Metrics::new()?;
+        // client-go counts every request of the process, the Lease traffic too.
+        let host = crate::rest_metrics::host_of(&clients.config.cluster_url);
+        let rest = metrics.rest_client();
+        let clients = Clients {
+            main: rest.wrap(clients.main, &host),
+            lease: rest.wrap(clients.lease, &host),
+            config: clients.config,
+        };
         let elector = match &settings.election {
             None => None,
             Some(e) => {

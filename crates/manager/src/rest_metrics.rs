@@ -2,9 +2,11 @@
 //!
 //! controller-runtime registers client-go's request metrics in its registry; this is the same counter
 //! with the same labels: `code` is the HTTP status (`<error>` when no response came back), `method` the
-//! HTTP verb in upper case and `host` the apiserver's `host:port`. The layer sits inside kube's stack
-//! (see [`client`](crate::client)), so it counts every request a term's client sends, the fenced
-//! refusals excepted (they never reach the wire).
+//! HTTP verb in upper case and `host` the apiserver's `host:port`. The layer sits inside each term's
+//! client under the fence (see [`client`](crate::client)), so it counts every request the term sends,
+//! the fenced refusals excepted (they never reach the wire); the manager's main and Lease clients are
+//! wrapped with [`RestClientMetrics::wrap`]. `host` is the main config's for all of them, also when
+//! `--leader-election-kubeconfig` points the Lease client elsewhere.
 
 use std::task::{Context, Poll};
 
@@ -39,6 +41,15 @@ impl RestClientMetrics {
     /// Counts one request to `host` with `method` that ended with `code`.
     pub fn observe(&self, code: &str, host: &str, method: &str) {
         self.requests.with_label_values(&[code, host, method]).inc();
+    }
+
+    /// Wraps an existing client so that its requests are counted, as talking to `host`.
+    pub fn wrap(&self, client: kube::Client, host: &str) -> kube::Client {
+        let namespace = client.default_namespace().to_owned();
+        kube::Client::new(
+            self.layer(host).layer(crate::gate::ClientService(client)),
+            namespace,
+        )
     }
 
     /// A layer counting the requests of a client talking to `host` (`host:port`).
