@@ -38,7 +38,8 @@
 //! (what the layer checks: the term's guard and the manager's revocation), [`fenced`] (the typed face of
 //! the term's client),
 //! [`term`] (what gated work receives), [`runnable`] (always-runnables), [`readiness`], [`health`],
-//! [`metrics`], [`admin`] (the HTTP endpoints), and the crate-private supervisor, task group and signal
+//! [`metrics`] (the registry and controller-runtime's reconcile metrics), [`workqueue`] (controller-runtime's
+//! `workqueue_*`), [`rest_metrics`] (client-go's `rest_client_requests_total`), [`admin`] (the HTTP endpoints), and the crate-private supervisor, task group and signal
 //! handling. Why gating works as it does is in the supervisor's docs, repeated on [`Manager::run`].
 #![forbid(unsafe_code)]
 
