@@ -285,7 +285,7 @@ pub async fn core_start(
     let metrics = mgr.metrics().reconcile().clone();
     let selector = args.watch_label_selector.clone();
     let revision_metrics = metrics.clone();
-    mgr.add_gated(revision::CONTROLLER, move |ctx: TermContext| {
+    mgr.add_gated(revision::CONTROLLER_NAME, move |ctx: TermContext| {
         revision::run(ctx, selector.clone(), revision_metrics.clone())
     });
     let options = definition::Options {
@@ -297,7 +297,7 @@ pub async fn core_start(
             args.namespace.clone(),
         )),
     };
-    mgr.add_gated(definition::CONTROLLER, move |ctx: TermContext| {
+    mgr.add_gated(definition::CONTROLLER_NAME, move |ctx: TermContext| {
         definition::run(ctx, options.clone())
     });
     mgr.run().await
@@ -316,7 +316,7 @@ pub async fn rbac_start(
     let mut mgr = Manager::new(settings, binary).await?;
     let selector = args.watch_label_selector;
     let metrics = mgr.metrics().reconcile().clone();
-    mgr.add_gated(rbac::CONTROLLER, move |ctx: TermContext| {
+    mgr.add_gated(rbac::CONTROLLER_NAME, move |ctx: TermContext| {
         rbac::run(ctx, selector.clone(), metrics.clone())
     });
     mgr.run().await

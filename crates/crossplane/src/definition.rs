@@ -39,8 +39,11 @@ use crate::error::{Error, fenced_not_found, is_not_found};
 use crate::metrics::Recorder;
 use crate::xcrd;
 
-/// The controller's name and its field manager.
+/// The controller's field manager (kept: existing objects' managed fields name it).
 pub const CONTROLLER: &str = "apiextensions.crossplane.io/definition";
+
+/// The controller's name in metrics and logs, as upstream spells it.
+pub const CONTROLLER_NAME: &str = "defined/compositeresourcedefinition.apiextensions.crossplane.io";
 
 /// Options of the XRD controller.
 #[derive(Clone)]
@@ -88,7 +91,7 @@ pub async fn run(term: TermContext, options: Options) -> Result<(), BoxError> {
         rbac_wait: Backoff::default(),
     });
     ControllerBuilder::new(
-        CONTROLLER,
+        CONTROLLER_NAME,
         Controller::new(api, wc).owns(crds, watcher::Config::default()),
     )
     .metrics(&metrics)

@@ -1,5 +1,6 @@
-//! controller-runtime's reconcile metrics (`controller_runtime_reconcile_*`) for the dynamic
-//! `composite/<xrd>` controllers; the others get theirs from [`manager::controller::ControllerBuilder`].
+//! controller-runtime's reconcile metrics (`controller_runtime_reconcile_*`) and work queue series
+//! (`workqueue_*`, see [`manager::workqueue`]) for the dynamic `composite/<xrd>` controllers; the others
+//! get theirs from [`manager::controller::ControllerBuilder`].
 
 use std::future::Future;
 use std::sync::Arc;
@@ -29,6 +30,9 @@ impl Recorder {
     /// A recorder for `controller`; its series start at zero.
     pub fn new(metrics: ReconcileMetrics, controller: &str) -> Self {
         metrics.register_controller(controller);
+        if let Some(w) = metrics.workqueue() {
+            w.register_controller(controller);
+        }
         Self {
             metrics,
             controller: controller.into(),
@@ -40,9 +44,17 @@ impl Recorder {
         &self,
         reconcile: impl Future<Output = Result<Action, Error>>,
     ) -> Result<Action, Error> {
+        let work = self.metrics.workqueue().map(|w| w.start(&self.controller));
         let timer = self.metrics.start(&self.controller);
         let result = reconcile.await;
         timer.finish(result_of(&result));
+        drop(work);
+        // As the error policy: every failure but the end of the term is requeued.
+        if let (Err(e), Some(w)) = (&result, self.metrics.workqueue())
+            && !e.is_not_leader()
+        {
+            w.retry(&self.controller);
+        }
         result
     }
 }

@@ -15,8 +15,11 @@ use manager::{BoxError, FencedClient, ReconcileMetrics, TermContext};
 
 use crate::error::Error;
 
-/// The controller's name and field manager.
+/// The controller's field manager (kept: existing objects' managed fields name it).
 pub const CONTROLLER: &str = "rbac.crossplane.io/definition";
+
+/// The controller's name in metrics and logs, as upstream spells it.
+pub const CONTROLLER_NAME: &str = "rbac/compositeresourcedefinition.apiextensions.crossplane.io";
 
 const PREFIX_AGGREGATE: &str = "rbac.crossplane.io/aggregate-to-";
 
@@ -103,7 +106,7 @@ pub async fn run(
     }
     let roles_api: Api<ClusterRole> = Api::all(client.kube().clone());
     ControllerBuilder::new(
-        CONTROLLER,
+        CONTROLLER_NAME,
         Controller::new(api, wc).owns(roles_api, watcher::Config::default()),
     )
     .metrics(&metrics)

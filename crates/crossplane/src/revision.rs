@@ -25,8 +25,11 @@ use sha2::{Digest, Sha256};
 
 use crate::error::Error;
 
-/// The controller's name and field manager.
+/// The controller's field manager (kept: existing objects' managed fields name it).
 pub const CONTROLLER: &str = "apiextensions.crossplane.io/composition";
+
+/// The controller's name in metrics and logs, as upstream spells it.
+pub const CONTROLLER_NAME: &str = "revisions/composition.apiextensions.crossplane.io";
 
 /// The hash of a Composition: hex SHA-256 of the canonical JSON of its labels, annotations and spec.
 pub fn hash(comp: &Composition) -> Result<String, Error> {
@@ -68,7 +71,7 @@ pub async fn run(
     }
     let revs: Api<CompositionRevision> = Api::all(client.kube().clone());
     ControllerBuilder::new(
-        CONTROLLER,
+        CONTROLLER_NAME,
         Controller::new(api, wc).owns(revs, watcher::Config::default()),
     )
     .metrics(&metrics)

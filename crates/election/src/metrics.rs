@@ -67,12 +67,12 @@ impl Metrics {
         }
     }
 
-    /// Sets `leader_election_master_status{name}`.
+    /// Sets `leader_election_master_status{name}`, and exposes `leader_election_slowpath_total{name}`
+    /// from then on (at zero until the first slow path), so both series of a lock are scrapeable.
     pub(crate) fn set_leading(&self, name: &str, leading: bool) {
-        collectors()
-            .master_status
-            .with_label_values(&[name])
-            .set(i64::from(leading));
+        let c = collectors();
+        c.master_status.with_label_values(&[name]).set(i64::from(leading));
+        c.slowpath.with_label_values(&[name]);
     }
 
     /// Increments `leader_election_slowpath_total{name}`.

@@ -22,10 +22,11 @@ use kube::runtime::reflector;
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
 use manager::controller::{ControllerBuilder, ReconcileError};
-use manager::{Manager, ReconcileMetrics, ReconcileResult, TermContext};
+use manager::{Manager, Metrics, ReconcileResult, TermContext};
 
 use crate::events::Recorder;
 use crate::external::ExternalConnector;
+use crate::metrics::ManagedMetrics;
 use crate::options::Options;
 use crate::reconciler::{self, Requeue, Shared};
 use crate::resource::Managed;
@@ -37,6 +38,9 @@ pub enum ControllerError {
     /// A reconcile returned an error (never expected: errors are handled per item).
     #[error("reconcile failed: {0}")]
     Reconcile(String),
+    /// The managed-resource metrics could not be registered (a name clash in the registry).
+    #[error("{0}")]
+    Metrics(String),
 }
 
 /// Never constructed: reconciles handle their errors themselves.
@@ -120,8 +124,12 @@ where
 
     /// Registers the controller with `mgr` as a gated runnable.
     pub fn register(self, mgr: &mut Manager) {
-        let metrics = mgr.metrics().reconcile().clone();
-        metrics.register_controller(&self.name);
+        let metrics = mgr.metrics().clone();
+        metrics.reconcile().register_controller(&self.name);
+        metrics
+            .reconcile()
+            .set_max_concurrent(&self.name, self.options.max_concurrent.max(1));
+        metrics.workqueue().register_controller(&self.name);
         let name = self.name.clone();
         mgr.add_gated(name, move |ctx: TermContext| {
             let this = self.clone();
@@ -130,16 +138,21 @@ where
         });
     }
 
-    /// Runs the controller for one term, until the term ends.
-    pub async fn run(self, ctx: TermContext, metrics: ReconcileMetrics) -> Result<(), ControllerError> {
+    /// Runs the controller for one term, until the term ends, recording its reconciles, its work queue
+    /// and its kind's managed-resource metrics in `metrics`.
+    pub async fn run(self, ctx: TermContext, metrics: Metrics) -> Result<(), ControllerError> {
         let opts = self.options.clone();
+        let mr_metrics = ManagedMetrics::of(&metrics).map_err(|e| ControllerError::Metrics(e.to_string()))?;
+        mr_metrics.register_kind::<K>();
         let shared = Arc::new(Shared {
             connector: self.connector.clone(),
             options: opts.clone(),
             client: ctx.client().clone(),
             recorder: Recorder::new(self.name.clone(), ctx.term().identity.clone()),
             backoff: Backoff::new(opts.backoff.0, opts.backoff.1),
-            metrics,
+            metrics: metrics.reconcile().clone(),
+            mr_metrics: mr_metrics.clone(),
+            workqueue: metrics.workqueue().clone(),
             name: self.name.clone(),
         });
         let api: Api<K> = Api::all(ctx.client().kube().clone());
@@ -153,7 +166,7 @@ where
             .reflect(writer)
             .applied_objects()
             .predicate_filter(desired_state_hash, PredicateConfig::default());
-        let mut controller = Controller::for_stream(trigger, reader)
+        let mut controller = Controller::for_stream(trigger, reader.clone())
             .with_config(Config::default().concurrency(opts.max_concurrent.max(1)));
         if let Some(every) = opts.sync_interval.filter(|d| !d.is_zero()) {
             controller = controller.reconcile_all_on(ticks(every));
@@ -161,11 +174,31 @@ where
         tracing::info!(controller = %self.name, "starting");
         // Reconciles report their own outcome (events, conditions, metrics by requeue kind) and back off by
         // their own verdict, so the builder only wires, shuts down and reports watch errors here.
-        ControllerBuilder::new(self.name.clone(), controller)
-            .run(ctx.token(), reconcile_one::<K, C>, shared)
-            .await;
+        let state = record_state::<K>(reader.clone(), mr_metrics, opts.poll_state_metric);
+        let run = ControllerBuilder::new(self.name.clone(), controller)
+            .workqueue(metrics.workqueue())
+            .run(ctx.token(), reconcile_one::<K, C>, shared);
+        tokio::select! {
+            _ = run => {}
+            () = state => {}
+        }
         tracing::info!(controller = %self.name, "stopped");
         Ok(())
+    }
+}
+
+/// Sets the `crossplane_managed_resource_{exists,ready,synced}` gauges of `K` from the controller's
+/// cache every `every` (upstream's `--poll-state-metric`), once the cache has synced. Never returns.
+async fn record_state<K: Managed>(reader: reflector::Store<K>, metrics: ManagedMetrics, every: Duration) {
+    if reader.wait_until_ready().await.is_err() {
+        return std::future::pending().await;
+    }
+    let mut tick = tokio::time::interval(every.max(Duration::from_millis(100)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let all = reader.state();
+        metrics.record_state::<K>(all.iter().map(AsRef::as_ref));
     }
 }
 
@@ -214,7 +247,10 @@ where
             shared.backoff.succeed(&key);
             (Action::await_change(), ReconcileResult::Success)
         }
-        Requeue::Backoff => (Action::requeue(shared.backoff.fail(&key)), ReconcileResult::Error),
+        Requeue::Backoff => {
+            shared.workqueue.retry(&shared.name);
+            (Action::requeue(shared.backoff.fail(&key)), ReconcileResult::Error)
+        }
     };
     timer.finish(result);
     Ok(action)

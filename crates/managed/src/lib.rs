@@ -16,7 +16,8 @@
 //! Modules, one concept each: [`provider`] (a provider's descriptor and its one list of kinds),
 //! [`resource`] (the kind, [`impl_managed!`] and [`managed_kind!`]), [`external`] (the provider's side), [`decision`],
 //! [`meta`] (annotation and finalizer rules), [`reconciler`], [`controller`] (watch, predicate, queue),
-//! [`connection`] (connection secrets), [`events`], [`usage`] and [`providerconfig`] (usage tracking and
+//! [`connection`] (connection secrets), [`events`], [`metrics`] (crossplane-runtime's
+//! `crossplane_managed_resource_*` series), [`usage`] and [`providerconfig`] (usage tracking and
 //! deletion protection), [`groups`] (a provider's cluster-scoped and namespaced API groups), [`ratelimit`], [`options`] and
 //! [`cli`]. Backoff and poll jitter are the manager's ([`manager::backoff`]).
 #![forbid(unsafe_code)]
@@ -30,6 +31,7 @@ pub mod events;
 pub mod external;
 pub mod groups;
 pub mod meta;
+pub mod metrics;
 pub mod options;
 pub mod provider;
 pub mod providerconfig;
@@ -47,6 +49,7 @@ pub use external::{
     ExternalObservation, ExternalUpdate,
 };
 pub use groups::ProviderGroups;
+pub use metrics::ManagedMetrics;
 pub use options::Options;
 pub use providerconfig::{ProviderConfigController, ProviderConfigKind};
 pub use ratelimit::GlobalRateLimiter;

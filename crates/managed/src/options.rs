@@ -35,6 +35,9 @@ pub struct Options {
     pub usage: Option<Arc<UsageTracker>>,
     /// Only watch resources matching this label selector.
     pub label_selector: Option<String>,
+    /// How often the `crossplane_managed_resource_{exists,ready,synced}` gauges are counted
+    /// (crossplane-runtime's `--poll-state-metric`, 5 s).
+    pub poll_state_metric: Duration,
 }
 
 impl Default for Options {
@@ -52,6 +55,7 @@ impl Default for Options {
             backoff: (Duration::from_secs(1), Duration::from_secs(60)),
             usage: None,
             label_selector: None,
+            poll_state_metric: Duration::from_secs(5),
         }
     }
 }
@@ -71,6 +75,7 @@ impl std::fmt::Debug for Options {
             .field("backoff", &self.backoff)
             .field("usage", &self.usage.is_some())
             .field("label_selector", &self.label_selector)
+            .field("poll_state_metric", &self.poll_state_metric)
             .finish()
     }
 }

@@ -17,7 +17,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams, PostParams};
-use manager::{FencedClient, FencedError, ReconcileMetrics};
+use manager::{FencedClient, FencedError, ReconcileMetrics, WorkqueueMetrics};
 use serde_json::{Value, json};
 
 use crate::connection;
@@ -25,6 +25,7 @@ use crate::decision::{self, After, Before, Facts};
 use crate::events::{EventType, Recorder, reason};
 use crate::external::{ConnectionDetails, ExternalClient, ExternalConnector, ExternalError};
 use crate::meta;
+use crate::metrics::ManagedMetrics;
 use crate::options::Options;
 use crate::resource::Managed;
 use manager::backoff::{Backoff, jittered};
@@ -74,6 +75,8 @@ pub(crate) struct Shared<C> {
     pub recorder: Recorder,
     pub backoff: Backoff,
     pub metrics: ReconcileMetrics,
+    pub mr_metrics: ManagedMetrics,
+    pub workqueue: WorkqueueMetrics,
     pub name: String,
 }
 
@@ -110,6 +113,7 @@ where
     K: Managed,
     C: ExternalConnector<K>,
 {
+    shared.mr_metrics.first_time_reconciled(&mr);
     let original_status = status_of(&mr);
     let mut run = Run {
         shared,
@@ -297,6 +301,7 @@ where
                 {
                     return self.write_failed(e, "cannot remove finalizer").await;
                 }
+                self.shared.mr_metrics.deleted(&self.mr);
                 return Requeue::Never;
             }
             Before::CreateIncomplete | Before::Proceed => {}
@@ -439,6 +444,7 @@ where
                 {
                     return self.write_failed(e, "cannot remove finalizer").await;
                 }
+                self.shared.mr_metrics.deleted(&self.mr);
                 return Requeue::Never;
             }
             After::Create | After::Sync { .. } => {}
@@ -540,6 +546,7 @@ where
         }
         if !update {
             self.set([Condition::reconcile_success()]);
+            self.shared.mr_metrics.up_to_date(&self.mr);
             let poll = self.poll(hint);
             return self.finish(poll).await;
         }
@@ -551,6 +558,7 @@ where
                     return requeue;
                 }
                 self.set([Condition::reconcile_success()]);
+                self.shared.mr_metrics.drift(&self.mr);
                 self.event(
                     EventType::Normal,
                     reason::UPDATED,

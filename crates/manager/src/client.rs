@@ -13,6 +13,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::fence::Fence;
 use crate::gate::FenceLayer;
+use crate::rest_metrics::{RestClientMetrics, host_of};
 
 /// A client could not be configured or built.
 #[derive(Debug, thiserror::Error)]
@@ -119,11 +120,19 @@ impl Clients {
 /// A client for one term's work: the main config, with a [`FenceLayer`] checking `fence` under kube's
 /// request buffer, so a write that waited in the buffer past the end of the term is not sent. Its own
 /// connection pool ends with the term.
-pub(crate) fn term_client(config: &kube::Config, fence: &Fence) -> Result<kube::Client, ClientError> {
+/// A [`RestClientLayer`](crate::rest_metrics::RestClientLayer) under the fence counts the requests sent
+/// in `rest_client_requests_total`.
+pub(crate) fn term_client(
+    config: &kube::Config,
+    fence: &Fence,
+    rest: &RestClientMetrics,
+) -> Result<kube::Client, ClientError> {
     let mut config = config.clone();
     config.default_retry = false;
+    let host = host_of(&config.cluster_url);
     Ok(kube::client::ClientBuilder::try_from(config)
         .map_err(ClientError::Build)?
+        .with_layer(&rest.layer(host))
         .with_layer(&FenceLayer::new(fence.clone()))
         .build())
 }

@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::backoff::Backoff;
 use crate::metrics::{ReconcileMetrics, ReconcileResult};
+use crate::workqueue::WorkqueueMetrics;
 
 /// How often the same controller warns about failing watches.
 const WARN_EVERY: Duration = Duration::from_secs(60);
@@ -146,7 +147,8 @@ const CONFLICT_RETRY: Duration = Duration::from_secs(1);
 /// ```
 ///
 /// - every reconcile is timed into `controller_runtime_reconcile_*{controller}` (an `Ok` that waits for
-///   a change is `success`, one that requeues is `requeue_after`, an `Err` is `error`);
+///   a change is `success`, one that requeues is `requeue_after`, an `Err` is `error`), and the work
+///   queue into `workqueue_*{name,controller}` as far as kube-runtime shows it ([`crate::workqueue`]);
 /// - an `Ok` forgets the object's failures; an `Err` is logged with its whole source chain and retried
 ///   after the object's next [`Backoff`] step, unless the term ended ([`ReconcileError::is_not_leader`]:
 ///   wait) or the write conflicted ([`ReconcileError::is_conflict`]: retry in a second, quietly);
@@ -162,6 +164,7 @@ where
     controller: Controller<K>,
     backoff: Backoff,
     metrics: Option<ReconcileMetrics>,
+    workqueue: Option<WorkqueueMetrics>,
 }
 
 /// What the wrapped reconcile shares: the caller's context and the builder's policy.
@@ -170,6 +173,7 @@ struct Shared<Ctx> {
     name: String,
     backoff: Backoff,
     metrics: Option<ReconcileMetrics>,
+    workqueue: Option<WorkqueueMetrics>,
 }
 
 /// The result label of a reconcile, as controller-runtime names it.
@@ -202,6 +206,7 @@ where
             controller,
             backoff: Backoff::default(),
             metrics: None,
+            workqueue: None,
         }
     }
 
@@ -211,10 +216,22 @@ where
         self
     }
 
-    /// Records reconciles in `metrics` (the series of this controller start at zero).
+    /// Records reconciles in `metrics` (the series of this controller start at zero), and the work
+    /// queue in the [`WorkqueueMetrics`] linked to them (those of [`crate::Metrics`] are).
     pub fn metrics(mut self, metrics: &ReconcileMetrics) -> Self {
         metrics.register_controller(&self.name);
         self.metrics = Some(metrics.clone());
+        match metrics.workqueue() {
+            Some(w) => self.workqueue(w),
+            None => self,
+        }
+    }
+
+    /// Records the work queue's `workqueue_*{name,controller}` series in `workqueue`, as far as
+    /// kube-runtime lets them be observed (see [`crate::workqueue`]).
+    pub fn workqueue(mut self, workqueue: &WorkqueueMetrics) -> Self {
+        workqueue.register_controller(&self.name);
+        self.workqueue = Some(workqueue.clone());
         self
     }
 
@@ -232,6 +249,7 @@ where
             name: self.name.clone(),
             backoff: self.backoff,
             metrics: self.metrics,
+            workqueue: self.workqueue,
         });
         let store = self.controller.store();
         let stream = self
@@ -241,6 +259,7 @@ where
                 move |obj: Arc<K>, shared: Arc<Shared<Ctx>>| {
                     let fut = reconcile(obj.clone(), shared.ctx.clone());
                     async move {
+                        let _work = shared.workqueue.as_ref().map(|w| w.start(&shared.name));
                         let timer = shared.metrics.as_ref().map(|m| m.start(&shared.name));
                         let result = fut.await;
                         if let Some(timer) = timer {
@@ -255,6 +274,9 @@ where
                 |obj: Arc<K>, e: &E, shared: Arc<Shared<Ctx>>| {
                     if e.is_not_leader() {
                         return Action::await_change();
+                    }
+                    if let Some(w) = &shared.workqueue {
+                        w.retry(&shared.name);
                     }
                     if e.is_conflict() {
                         return Action::requeue(CONFLICT_RETRY);

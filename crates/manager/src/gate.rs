@@ -47,9 +47,10 @@ pub fn refusal(e: &kube::Error) -> Option<&NotLeader> {
     None
 }
 
-/// A [`kube::Client`] as a tower service, for [`fence_client`].
+/// A [`kube::Client`] as a tower service, for [`fence_client`] and
+/// [`RestClientMetrics::wrap`](crate::rest_metrics::RestClientMetrics::wrap).
 #[derive(Clone)]
-struct ClientService(kube::Client);
+pub(crate) struct ClientService(pub(crate) kube::Client);
 
 impl tower::Service<Request<kube::client::Body>> for ClientService {
     type Response = http::Response<kube::client::Body>;

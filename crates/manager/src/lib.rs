@@ -38,7 +38,8 @@
 //! (what the layer checks: the term's guard and the manager's revocation), [`fenced`] (the typed face of
 //! the term's client),
 //! [`term`] (what gated work receives), [`runnable`] (always-runnables), [`readiness`], [`health`],
-//! [`metrics`], [`admin`] (the HTTP endpoints), and the crate-private supervisor, task group and signal
+//! [`metrics`] (the registry and controller-runtime's reconcile metrics), [`workqueue`] (controller-runtime's
+//! `workqueue_*`), [`rest_metrics`] (client-go's `rest_client_requests_total`), [`admin`] (the HTTP endpoints), and the crate-private supervisor, task group and signal
 //! handling. Why gating works as it does is in the supervisor's docs, repeated on [`Manager::run`].
 #![forbid(unsafe_code)]
 
@@ -59,12 +60,14 @@ mod manager;
 pub mod metrics;
 pub mod rbac;
 pub mod readiness;
+pub mod rest_metrics;
 pub mod runnable;
 pub mod settings;
 mod signals;
 mod supervisor;
 mod task_group;
 pub mod term;
+pub mod workqueue;
 
 pub use admin::Endpoints;
 pub use args::{Args, LogFormat, OnLostLeadership};
@@ -76,7 +79,7 @@ pub use fence::{Fence, NotLeader};
 pub use fenced::{FencedApi, FencedClient, FencedError};
 pub use gate::{FenceLayer, fence_client, refusal};
 pub use manager::{Manager, ManagerBuilder};
-pub use metrics::{Metrics, ReconcileMetrics, ReconcileResult};
+pub use metrics::{Metrics, ReconcileMetrics, ReconcileResult, RestClientMetrics, WorkqueueMetrics};
 pub use readiness::ReadyHandle;
 pub use runnable::AlwaysContext;
 pub use settings::{Defaults, ElectionSettings, Settings, UsageError};

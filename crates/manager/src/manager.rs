@@ -72,6 +72,14 @@ impl ManagerBuilder {
             }
         };
         let metrics = Metrics::new()?;
+        // client-go counts every request of the process, the Lease traffic too.
+        let host = crate::rest_metrics::host_of(&clients.config.cluster_url);
+        let rest = metrics.rest_client();
+        let clients = Clients {
+            main: rest.wrap(clients.main, &host),
+            lease: rest.wrap(clients.lease, &host),
+            config: clients.config,
+        };
         let elector = match &settings.election {
             None => None,
             Some(e) => {
@@ -255,6 +263,7 @@ impl Manager {
                 run(ctx),
             );
         }
+        let rest_metrics = metrics.rest_client().clone();
         let admin_stop = CancellationToken::new();
         let admin_task = tokio::spawn(admin.serve(
             AdminState {
@@ -269,6 +278,7 @@ impl Manager {
             gated,
             client: clients.main.clone(),
             config: clients.config.clone(),
+            rest_metrics,
             identity: settings.identity.clone(),
             lease: settings
                 .election

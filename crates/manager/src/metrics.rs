@@ -4,9 +4,12 @@
 //! `leader_election_master_status`, process metrics (`process_*`), and the reconcile metrics below, with
 //! controller-runtime's names, labels and buckets so existing dashboards and alerts keep working.
 
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
 
 /// controller-runtime's buckets for `controller_runtime_reconcile_time_seconds`.
 const RECONCILE_BUCKETS: &[f64] = &[
@@ -14,6 +17,9 @@ const RECONCILE_BUCKETS: &[f64] = &[
     1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0, 25.0, 30.0, 40.0,
     50.0, 60.0,
 ];
+
+pub use crate::rest_metrics::{RestClientLayer, RestClientMetrics};
+pub use crate::workqueue::WorkqueueMetrics;
 
 /// A metric could not be registered (a name clash).
 #[derive(Debug, thiserror::Error)]
@@ -25,6 +31,9 @@ pub struct MetricsError(#[from] prometheus::Error);
 pub struct Metrics {
     registry: Registry,
     reconcile: ReconcileMetrics,
+    workqueue: WorkqueueMetrics,
+    rest_client: RestClientMetrics,
+    shared: Arc<Mutex<HashMap<TypeId, Box<dyn Any + Send + Sync>>>>,
 }
 
 impl Metrics {
@@ -35,8 +44,44 @@ impl Metrics {
         registry.register(Box::new(
             prometheus::process_collector::ProcessCollector::for_self(),
         ))?;
-        let reconcile = ReconcileMetrics::new(&registry)?;
-        Ok(Self { registry, reconcile })
+        let workqueue = WorkqueueMetrics::new(&registry)?;
+        let mut reconcile = ReconcileMetrics::new(&registry)?;
+        reconcile.workqueue = Some(workqueue.clone());
+        let rest_client = RestClientMetrics::new(&registry)?;
+        Ok(Self {
+            registry,
+            reconcile,
+            workqueue,
+            rest_client,
+            shared: Arc::default(),
+        })
+    }
+
+    /// controller-runtime's `workqueue_*` metrics (see [`WorkqueueMetrics`]).
+    pub fn workqueue(&self) -> &WorkqueueMetrics {
+        &self.workqueue
+    }
+
+    /// client-go's `rest_client_requests_total` (see [`RestClientMetrics`]).
+    pub fn rest_client(&self) -> &RestClientMetrics {
+        &self.rest_client
+    }
+
+    /// One instance of `T` per registry: the first call builds it with `init` (which registers its
+    /// collectors in the registry), later calls return a clone of it. For metrics several components of
+    /// a process share, e.g. one set of per-kind gauges for all of a provider's controllers.
+    pub fn shared<T, F>(&self, init: F) -> Result<T, MetricsError>
+    where
+        T: Clone + Send + Sync + 'static,
+        F: FnOnce(&Registry) -> Result<T, MetricsError>,
+    {
+        let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(existing) = shared.get(&TypeId::of::<T>()).and_then(|b| b.downcast_ref::<T>()) {
+            return Ok(existing.clone());
+        }
+        let value = init(&self.registry)?;
+        shared.insert(TypeId::of::<T>(), Box::new(value.clone()));
+        Ok(value)
     }
 
     /// The registry `/metrics` serves; register your own collectors here.
@@ -89,12 +134,18 @@ impl ReconcileResult {
 }
 
 /// `controller_runtime_reconcile_total{controller,result}`, `controller_runtime_reconcile_errors_total
-/// {controller}` and `controller_runtime_reconcile_time_seconds{controller}`.
+/// {controller}`, `controller_runtime_reconcile_time_seconds{controller}` and
+/// `controller_runtime_max_concurrent_reconciles{controller}` (set by controllers with a limit).
 #[derive(Clone)]
 pub struct ReconcileMetrics {
     total: IntCounterVec,
     errors: IntCounterVec,
     time: HistogramVec,
+    max_concurrent: IntGaugeVec,
+    /// The work queue series of the same registry, when made by [`Metrics::new`]: a
+    /// [`ControllerBuilder`](crate::controller::ControllerBuilder) given these reconcile metrics records
+    /// its work queue too.
+    workqueue: Option<WorkqueueMetrics>,
 }
 
 impl ReconcileMetrics {
@@ -122,10 +173,29 @@ impl ReconcileMetrics {
             .buckets(RECONCILE_BUCKETS.to_vec()),
             &["controller"],
         )?;
+        let max_concurrent = IntGaugeVec::new(
+            Opts::new(
+                "controller_runtime_max_concurrent_reconciles",
+                "Maximum number of concurrent reconciles per controller",
+            ),
+            &["controller"],
+        )?;
+        registry.register(Box::new(max_concurrent.clone()))?;
         registry.register(Box::new(total.clone()))?;
         registry.register(Box::new(errors.clone()))?;
         registry.register(Box::new(time.clone()))?;
-        Ok(Self { total, errors, time })
+        Ok(Self {
+            total,
+            errors,
+            time,
+            max_concurrent,
+            workqueue: None,
+        })
+    }
+
+    /// The work queue metrics linked to these (see the field's docs), if any.
+    pub fn workqueue(&self) -> Option<&WorkqueueMetrics> {
+        self.workqueue.as_ref()
     }
 
     /// Exposes a controller's series at zero before its first reconcile, as controller-runtime does.
@@ -134,6 +204,14 @@ impl ReconcileMetrics {
             self.total.with_label_values(&[controller, r.label()]);
         }
         self.errors.with_label_values(&[controller]);
+    }
+
+    /// Sets `controller_runtime_max_concurrent_reconciles{controller}`: how many reconciles of
+    /// `controller` may run at once.
+    pub fn set_max_concurrent(&self, controller: &str, max: u16) {
+        self.max_concurrent
+            .with_label_values(&[controller])
+            .set(i64::from(max));
     }
 
     /// Records one reconcile.
@@ -188,6 +266,7 @@ mod tests {
         m.reconcile()
             .start("counter")
             .finish(ReconcileResult::RequeueAfter);
+        m.reconcile().set_max_concurrent("counter", 10);
         let text = m.render();
         for line in [
             r#"controller_runtime_reconcile_total{controller="counter",result="success"} 1"#,
@@ -197,6 +276,7 @@ mod tests {
             r#"controller_runtime_reconcile_errors_total{controller="counter"} 1"#,
             r#"controller_runtime_reconcile_time_seconds_count{controller="counter"} 3"#,
             r#"controller_runtime_reconcile_time_seconds_bucket{controller="counter",le="0.005"} 2"#,
+            r#"controller_runtime_max_concurrent_reconciles{controller="counter"} 10"#,
         ] {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }

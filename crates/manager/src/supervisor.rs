@@ -40,6 +40,8 @@ pub(crate) struct Supervisor {
     pub(crate) client: kube::Client,
     /// The main client's config, from which each term's own client is built.
     pub(crate) config: kube::Config,
+    /// Counts the term clients' requests.
+    pub(crate) rest_metrics: crate::RestClientMetrics,
     pub(crate) identity: String,
     pub(crate) lease: Option<String>,
     pub(crate) timings: Timings,
@@ -101,10 +103,11 @@ impl Supervisor {
         };
         let group = TaskGroup::new(self.failures_tx.clone());
         // Each term's work gets its own client, fenced once more under kube's request buffer.
-        let term_client = crate::client::term_client(&self.config, &fence).unwrap_or_else(|e| {
-            tracing::error!(error = %e, "cannot build the term's client; using the main client");
-            self.client.clone()
-        });
+        let term_client = crate::client::term_client(&self.config, &fence, &self.rest_metrics)
+            .unwrap_or_else(|e| {
+                tracing::error!(error = %e, "cannot build the term's client; using the main client");
+                self.client.clone()
+            });
         let client = FencedClient::layered(term_client, fence.clone());
         let info = Arc::new(TermInfo {
             identity: self.identity.clone(),

@@ -229,6 +229,8 @@ struct Outcome {
     calls: Vec<&'static str>,
     sent: Vec<Sent>,
     stored: Thing,
+    /// The metrics registry, rendered after the reconcile.
+    metrics: String,
 }
 
 impl Outcome {
@@ -275,6 +277,9 @@ fn thing() -> Thing {
     t.metadata.uid = Some("uid-1".into());
     t.metadata.resource_version = Some("1".into());
     t.metadata.generation = Some(1);
+    t.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        Timestamp::now(),
+    ));
     t
 }
 
@@ -319,17 +324,23 @@ async fn reconcile_over(stored: Thing, mr: Thing, script: Script, options: Optio
         recorder: Recorder::new("managed/thing", "test"),
         backoff: Backoff::default(),
         metrics: ReconcileMetrics::new(&registry).expect("metrics"),
+        mr_metrics: ManagedMetrics::new(&registry).expect("managed metrics"),
+        workqueue: WorkqueueMetrics::new(&registry).expect("workqueue metrics"),
         name: "managed/thing".into(),
     };
     let requeue = super::reconcile(&shared, mr).await;
     let stored = serde_json::from_value(transport.object.lock().expect("object").clone()).expect("thing");
     let sent = transport.sent.lock().expect("sent").clone();
     let calls = calls.lock().expect("calls").clone();
+    let metrics = prometheus::TextEncoder::new()
+        .encode_to_string(&registry.gather())
+        .expect("encode");
     Outcome {
         requeue,
         calls,
         sent,
         stored,
+        metrics,
     }
 }
 
@@ -492,6 +503,55 @@ async fn up_to_date_resource_is_only_polled() {
     assert!(is_poll(o.requeue), "{:?}", o.requeue);
     assert_eq!(o.synced(), ok("ReconcileSuccess"));
     assert!(o.events().is_empty());
+    let first = r#"crossplane_managed_resource_first_time_to_reconcile_seconds_count{gvk="test.crossplane.io/v1, Kind=Thing"} 1"#;
+    assert!(o.metrics.contains(first), "{}", o.metrics);
+}
+
+#[test]
+fn lifecycle_metrics_follow_crossplane_runtime() {
+    let registry = prometheus::Registry::new();
+    let m = ManagedMetrics::new(&registry).expect("metrics");
+    let mut t = thing();
+    t.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        Timestamp::now() - jiff::SignedDuration::from_secs(3),
+    ));
+    m.first_time_reconciled(&t);
+    // Not ready yet: only remembered as last found up to date.
+    m.up_to_date(&t);
+    condition::set(
+        t.conditions_mut(),
+        [Condition::available(), Condition::reconcile_success()],
+    );
+    // Synced is known now: not a first reconcile any more.
+    m.first_time_reconciled(&t);
+    m.up_to_date(&t);
+    m.up_to_date(&t);
+    m.drift(&t);
+    m.record_state([&t, &thing()]);
+    m.deleted(&deleting(t, &[]));
+    let text = prometheus::TextEncoder::new()
+        .encode_to_string(&registry.gather())
+        .expect("encode");
+    let gvk = r#"{gvk="test.crossplane.io/v1, Kind=Thing"}"#;
+    for line in [
+        format!("crossplane_managed_resource_first_time_to_reconcile_seconds_count{gvk} 1"),
+        format!("crossplane_managed_resource_first_time_to_readiness_seconds_count{gvk} 1"),
+        format!("crossplane_managed_resource_drift_seconds_count{gvk} 1"),
+        format!("crossplane_managed_resource_deletion_seconds_count{gvk} 1"),
+        format!("crossplane_managed_resource_exists{gvk} 2"),
+        format!("crossplane_managed_resource_ready{gvk} 1"),
+        format!("crossplane_managed_resource_synced{gvk} 1"),
+    ] {
+        assert!(text.contains(&line), "missing {line} in\n{text}");
+    }
+    // The readiness histogram saw ~3 s: not in the 1 s bucket, in the 5 s one.
+    let bucket = |le: &str, n: u32| {
+        format!(
+            r#"crossplane_managed_resource_first_time_to_readiness_seconds_bucket{{gvk="test.crossplane.io/v1, Kind=Thing",le="{le}"}} {n}"#
+        )
+    };
+    assert!(text.contains(&bucket("1", 0)), "{text}");
+    assert!(text.contains(&bucket("5", 1)), "{text}");
 }
 
 #[tokio::test]
@@ -586,6 +646,9 @@ async fn deletion_deletes_then_removes_the_finalizer() {
     assert_eq!(o.calls, ["connect", "observe"]);
     assert_eq!(o.requeue, Requeue::Never);
     assert!(o.stored.finalizers().is_empty());
+    let deleted =
+        r#"crossplane_managed_resource_deletion_seconds_count{gvk="test.crossplane.io/v1, Kind=Thing"} 1"#;
+    assert!(o.metrics.contains(deleted), "{}", o.metrics);
 
     let others = deleting(thing(), &[FINALIZER_MANAGED, "example.com/other"]);
     let o = reconcile(others, Script::exists(true)).await;
