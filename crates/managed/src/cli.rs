@@ -108,11 +108,7 @@ pub const UPSTREAM_FLAGS: &[Flag] = &[
     )
     .env("ENABLE_MANAGEMENT_POLICIES")
     .default("true"),
-    Flag::ignored(
-        "poll-state-metric",
-        "crossplane-rs records no managed-resource state metrics yet",
-    )
-    .default("5s"),
+    Flag::ignored("poll-state-metric", "the state metrics are recorded every 5 s").default("5s"),
 ];
 
 /// The provider's clap command: the manager's and the provider's flags, upstream's aliases and
