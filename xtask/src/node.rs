@@ -18,7 +18,7 @@ use anyhow::{Context, bail, ensure};
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
 use kube::{
     Api,
-    api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams},
+    api::{ListParams, Patch, PatchParams, PostParams},
 };
 use testenv::workload;
 
@@ -30,38 +30,17 @@ const HANDOVER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The overlay: deploy/ and deploy/fencing/, each image named by the reference it is imported under.
 pub fn write_overlay(dir: &Path) -> anyhow::Result<PathBuf> {
-    std::fs::create_dir_all(dir)?;
-    let root = testenv::harness::repo_root().canonicalize()?;
-    // kustomize takes only relative paths: up to / from the overlay, then down to the repository.
-    let overlay = dir.canonicalize()?;
-    let up = "../".repeat(overlay.components().count().saturating_sub(1));
-    let deploy = format!(
-        "{up}{}",
-        root.join("deploy").display().to_string().trim_start_matches('/')
-    );
-    let mut text = format!(
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- {deploy}\n- {deploy}/fencing\nimages:\n",
-    );
+    let mut images = Vec::new();
     for b in image::BINARIES {
         let full = image::full_reference(b.name);
         let (name, tag) = full.rsplit_once(':').context("image reference without a tag")?;
-        writeln!(
-            text,
-            "- name: {}/{}\n  newName: {name}\n  newTag: \"{tag}\"",
-            image::REPOSITORY,
-            b.name
-        )?;
+        images.push(workload::ImageOverride {
+            name: format!("{}/{}", image::REPOSITORY, b.name),
+            new_name: name.to_owned(),
+            new_tag: tag.to_owned(),
+        });
     }
-    std::fs::write(dir.join("kustomization.yaml"), text)?;
-    Ok(dir.to_path_buf())
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
+    Ok(workload::write_overlay(dir, &images)?)
 }
 
 /// Runs the benchmark and writes docs/node.md.
@@ -274,8 +253,8 @@ async fn measure(
     writeln!(
         md,
         "| {deletions} | {:.0} | {:.0} | {:.0} |",
-        percentile(&sorted, 50.0),
-        percentile(&sorted, 99.0),
+        crate::bench::stats::pct(&sorted, 50.0),
+        crate::bench::stats::pct(&sorted, 99.0),
         sorted.last().copied().unwrap_or(f64::NAN)
     )?;
     writeln!(md)?;
@@ -316,11 +295,6 @@ struct Faults {
     lines: Vec<(String, String)>,
     /// The frozen leader's refused late writes.
     expected_refusals: usize,
-}
-
-fn nop_api(client: &kube::Client) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("nop.crossplane.io", "v1alpha1", "NopResource");
-    Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk))
 }
 
 async fn provider_nop_pods(client: &kube::Client) -> anyhow::Result<Vec<Pod>> {
@@ -435,17 +409,9 @@ async fn node_faults(
 
     // 3. The leader's container frozen (cgroup freezer) while NopResources change; the other Pod takes
     // over; once thawed, every write the frozen leader still sends must be refused by the fence.
-    let nops = nop_api(client);
+    let nops = workload::nop_api(client);
     for i in 0..4 {
-        let r: DynamicObject = serde_json::from_value(serde_json::json!({
-            "apiVersion": "nop.crossplane.io/v1alpha1",
-            "kind": "NopResource",
-            "metadata": { "name": format!("freeze-{i}") },
-            "spec": { "forProvider": {
-                "fields": { "integerField": 0 },
-                "conditionAfter": [{ "time": "0s", "conditionType": "Ready", "conditionStatus": "True" }],
-            } },
-        }))?;
+        let r = workload::ready_nop(&format!("freeze-{i}"));
         nops.create(&PostParams::default(), &r).await?;
     }
     tokio::time::sleep(Duration::from_secs(2)).await;

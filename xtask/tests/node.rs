@@ -33,8 +33,8 @@ use anyhow::{Context, Result, ensure};
 use e2e::checker::{self, Lock};
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
 use kube::{
-    Api, Client,
-    api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams},
+    Api,
+    api::{DynamicObject, ListParams, Patch, PatchParams, PostParams},
 };
 use testenv::workload;
 
@@ -49,13 +49,6 @@ const BINARIES: [&str; 4] = [
 const READY_TIMEOUT: Duration = Duration::from_secs(240);
 /// How long a deleted leader's Lease may take to reach the other Pod.
 const HANDOVER_TIMEOUT: Duration = Duration::from_secs(60);
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from(".."))
-}
 
 /// `cargo xtask image --debug --pause` into `out`; the archive paths.
 fn build_images(out: &Path) -> Result<Vec<PathBuf>> {
@@ -91,32 +84,16 @@ fn build_images(out: &Path) -> Result<Vec<PathBuf>> {
 /// The overlay: deploy/ and deploy/fencing/, with each image named by the reference it was imported
 /// under, and nothing else changed.
 fn write_overlay(dir: &Path, nop_tag: &str) -> Result<PathBuf> {
-    let overlay = dir.join("overlay");
-    std::fs::create_dir_all(&overlay)?;
-    let root = repo_root().canonicalize()?;
     let version = env!("CARGO_PKG_VERSION");
-    let images: Vec<String> = BINARIES
+    let images: Vec<workload::ImageOverride> = BINARIES
         .iter()
-        .map(|b| {
-            let tag = if *b == "provider-nop" { nop_tag } else { version };
-            format!(
-                "- name: crossplane-rs/{b}\n  newName: docker.io/crossplane-rs/{b}\n  newTag: \"{tag}\"\n"
-            )
+        .map(|b| workload::ImageOverride {
+            name: format!("crossplane-rs/{b}"),
+            new_name: format!("docker.io/crossplane-rs/{b}"),
+            new_tag: if *b == "provider-nop" { nop_tag } else { version }.to_owned(),
         })
         .collect();
-    // kustomize takes only relative paths: up to / from the overlay, then down to the repository.
-    let overlay = overlay.canonicalize()?;
-    let up = "../".repeat(overlay.components().count().saturating_sub(1));
-    let deploy = format!(
-        "{up}{}",
-        root.join("deploy").display().to_string().trim_start_matches('/')
-    );
-    let text = format!(
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- {deploy}\n- {deploy}/fencing\nimages:\n{}",
-        images.concat()
-    );
-    std::fs::write(overlay.join("kustomization.yaml"), text)?;
-    Ok(overlay)
+    Ok(workload::write_overlay(&dir.join("overlay"), &images)?)
 }
 
 fn kubectl(kubeconfig: &Path, args: &[&str]) -> Result<String> {
@@ -303,11 +280,6 @@ async fn run(bed: &mut testenv::NodeTestBed, archives: &[PathBuf], work: &Path) 
 /// NopResources changed every few hundred milliseconds while the whole rollout runs.
 const NOP_RESOURCES: usize = 8;
 
-fn nop_api(client: &Client) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("nop.crossplane.io", "v1alpha1", "NopResource");
-    Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk))
-}
-
 fn nop_ready(r: &DynamicObject) -> bool {
     let conditions = r.data["status"]["conditions"]
         .as_array()
@@ -326,17 +298,9 @@ fn nop_ready(r: &DynamicObject) -> bool {
 /// its writer's term, and which version acted in each term; every NopResource ends Ready.
 async fn rolling_update(cluster: &testenv::Cluster, work: &Path) -> Result<()> {
     let client = cluster.client().await?;
-    let nops = nop_api(&client);
+    let nops = workload::nop_api(&client);
     for i in 0..NOP_RESOURCES {
-        let r: DynamicObject = serde_json::from_value(serde_json::json!({
-            "apiVersion": "nop.crossplane.io/v1alpha1",
-            "kind": "NopResource",
-            "metadata": { "name": format!("rolling-{i}") },
-            "spec": { "forProvider": {
-                "fields": { "integerField": 0 },
-                "conditionAfter": [{ "time": "0s", "conditionType": "Ready", "conditionStatus": "True" }],
-            } },
-        }))?;
+        let r = workload::ready_nop(&format!("rolling-{i}"));
         nops.create(&PostParams::default(), &r).await?;
     }
     let changing = Arc::new(AtomicBool::new(true));

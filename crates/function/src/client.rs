@@ -93,15 +93,8 @@ impl Client {
                 "TLS endpoints are not supported by an insecure client".into(),
             ));
         }
-        let ep = Endpoint::from_shared(uri)
-            .map_err(|e| invalid(e.to_string()))?
-            .connect_timeout(Duration::from_secs(5))
-            .tcp_nodelay(true);
-        Ok(Self {
-            endpoint: endpoint.to_owned(),
-            channel: ep.connect_lazy(),
-            beta: Arc::new(AtomicBool::new(false)),
-        })
+        let ep = Endpoint::from_shared(uri).map_err(|e| invalid(e.to_string()))?;
+        Ok(Self::lazy(endpoint, ep))
     }
 
     /// A client of a function served with mutual TLS at `endpoint`: the server's certificate must be
@@ -126,14 +119,18 @@ impl Client {
         let ep = Endpoint::from_shared(uri)
             .map_err(|e| invalid(e.to_string()))?
             .tls_config(cfg)
-            .map_err(|e| invalid(e.to_string()))?
-            .connect_timeout(Duration::from_secs(5))
-            .tcp_nodelay(true);
-        Ok(Self {
+            .map_err(|e| invalid(e.to_string()))?;
+        Ok(Self::lazy(endpoint, ep))
+    }
+
+    /// A client of `endpoint` over `ep` (TLS or not), connecting on the first call.
+    fn lazy(endpoint: &str, ep: Endpoint) -> Self {
+        let ep = ep.connect_timeout(Duration::from_secs(5)).tcp_nodelay(true);
+        Self {
             endpoint: endpoint.to_owned(),
             channel: ep.connect_lazy(),
             beta: Arc::new(AtomicBool::new(false)),
-        })
+        }
     }
 
     /// The endpoint this client dials.

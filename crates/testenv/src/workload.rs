@@ -293,3 +293,71 @@ pub async fn pod_memory(client: &Client, node: &str) -> Result<BTreeMap<String, 
     }
     Ok(out)
 }
+
+/// An image of `deploy/` renamed in an overlay: the name `deploy/` uses, and the reference it was
+/// imported under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageOverride {
+    /// The name in `deploy/`, e.g. `crossplane-rs/provider-nop`.
+    pub name: String,
+    /// The imported name, e.g. `docker.io/crossplane-rs/provider-nop`.
+    pub new_name: String,
+    /// The imported tag.
+    pub new_tag: String,
+}
+
+/// Writes `dir/kustomization.yaml`: `deploy/` and `deploy/fencing/` of this repository with `images`
+/// renamed, and nothing else changed. Returns `dir`.
+pub fn write_overlay(dir: &std::path::Path, images: &[ImageOverride]) -> Result<std::path::PathBuf> {
+    use std::fmt::Write as _;
+    let io = |context| Error::io(context, dir);
+    std::fs::create_dir_all(dir).map_err(io("creating the overlay directory"))?;
+    let root = crate::harness::repo_root()
+        .canonicalize()
+        .map_err(io("resolving the repository root"))?;
+    // kustomize takes only relative paths: up to / from the overlay, then down to the repository.
+    let overlay = dir
+        .canonicalize()
+        .map_err(io("resolving the overlay directory"))?;
+    let up = "../".repeat(overlay.components().count().saturating_sub(1));
+    let deploy = format!(
+        "{up}{}",
+        root.join("deploy").display().to_string().trim_start_matches('/')
+    );
+    let mut text = format!(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- {deploy}\n- {deploy}/fencing\nimages:\n",
+    );
+    for i in images {
+        let _ = writeln!(
+            text,
+            "- name: {}\n  newName: {}\n  newTag: \"{}\"",
+            i.name, i.new_name, i.new_tag
+        );
+    }
+    std::fs::write(overlay.join("kustomization.yaml"), text).map_err(io("writing the overlay"))?;
+    Ok(overlay)
+}
+
+/// provider-nop's cluster-scoped NopResources, untyped (the test bed does not depend on provider-nop).
+pub fn nop_api(client: &Client) -> Api<kube::api::DynamicObject> {
+    let gvk = kube::api::GroupVersionKind::gvk("nop.crossplane.io", "v1alpha1", "NopResource");
+    Api::all_with(client.clone(), &kube::api::ApiResource::from_gvk(&gvk))
+}
+
+/// A NopResource `name` that provider-nop makes Ready at once, with `fields.integerField` 0 (the field
+/// the workloads change).
+pub fn ready_nop(name: &str) -> kube::api::DynamicObject {
+    let mut obj = kube::api::DynamicObject::new(
+        name,
+        &kube::api::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+            "nop.crossplane.io",
+            "v1alpha1",
+            "NopResource",
+        )),
+    );
+    obj.data = serde_json::json!({"spec": {"forProvider": {
+        "fields": {"integerField": 0},
+        "conditionAfter": [{"time": "0s", "conditionType": "Ready", "conditionStatus": "True"}],
+    }}});
+    obj
+}

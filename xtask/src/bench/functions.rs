@@ -28,6 +28,8 @@ use jiff::Timestamp;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+
+use super::stats::pct;
 use tokio::process::Command;
 
 use crate::{harness, runtime, target_dir};
@@ -50,14 +52,6 @@ impl FunctionRunnerService for Echo {
             ..Default::default()
         }))
     }
-}
-
-fn pct(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil().max(1.0) as usize;
-    sorted[rank.min(sorted.len()) - 1]
 }
 
 fn free_port() -> anyhow::Result<u16> {

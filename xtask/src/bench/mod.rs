@@ -37,7 +37,7 @@ mod nop;
 mod plan;
 mod rates;
 mod series;
-mod stats;
+pub(crate) mod stats;
 mod svg;
 
 use std::{collections::BTreeMap, path::PathBuf, sync::Mutex, time::Instant};

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 /// Nearest-rank percentile of `xs` (sorted inside).
-pub(super) fn pct(xs: &[f64], p: f64) -> f64 {
+pub(crate) fn pct(xs: &[f64], p: f64) -> f64 {
     if xs.is_empty() {
         return f64::NAN;
     }

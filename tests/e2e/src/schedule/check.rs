@@ -59,6 +59,7 @@ impl World<'_> {
                 .iter()
                 .filter(|e| e.is_write() && all_identities.contains(writer(e)))
                 .count(),
+            election_events: 0,
         };
         if audit.skipped > 0 {
             self.problems.push(format!(
@@ -82,6 +83,11 @@ impl World<'_> {
                     && e.resource != "leases"
                     && !(e.resource == "events" && e.name.starts_with(g.lease()))
             };
+            report.audit.election_events += judged
+                .iter()
+                .filter(|e| e.is_write() && identities.contains(writer(e)))
+                .filter(|e| e.resource == "events" && e.name.starts_with(g.lease()))
+                .count();
             for e in judged.iter().filter(|e| e.is_write() && controller_write(e)) {
                 report.checked_writes += 1;
                 if fenced_at(e.received) {

@@ -109,6 +109,7 @@ impl Report {
                 "requests": self.audit.requests,
                 "unparsable_lines": self.audit.unparsable,
                 "replica_writes_cut_off": self.audit.cut_off_writes,
+                "leader_election_events_not_judged": self.audit.election_events,
             },
             "problems": self.problems,
             "seconds": {
@@ -184,6 +185,10 @@ impl Report {
             (
                 "Replica writes cut off by an apiserver restart",
                 self.audit.cut_off_writes.to_string(),
+            ),
+            (
+                "Leader-election Events not judged against terms (written at term boundaries)",
+                self.audit.election_events.to_string(),
             ),
             (
                 "Problems (unexpected exits, resources not Ready, duplicates)",

@@ -69,6 +69,9 @@ pub struct AuditFigures {
     pub requests: usize,
     /// Writes by the replicas that the apiserver received but never answered (cut off by a restart).
     pub cut_off_writes: usize,
+    /// The replicas' leader-election Events (named after their Lease): not judged against terms, since
+    /// the elector writes "stopped leading" as its term ends; counted so the verdict shows what it leaves out.
+    pub election_events: usize,
 }
 
 /// The resources at the end of the run.
@@ -216,6 +219,7 @@ impl Report {
         for v in self.violations.iter().take(20) {
             let _ = writeln!(s, "  VIOLATION {v}");
         }
+        more(&mut s, self.violations.len(), 20, "violations");
         let _ = writeln!(
             s,
             "late writes (outside the writer's terms): {} ({} by frozen leaders, {} refused by the fence with 403)",
@@ -226,10 +230,16 @@ impl Report {
         for w in self.late_writes.iter().take(40) {
             let _ = writeln!(s, "  {}", w.describe());
         }
+        more(&mut s, self.late_writes.len(), 40, "late writes");
         let _ = writeln!(
             s,
-            "audit log: {} files, {} requests, {} unparsable lines, {} replica writes cut off",
-            self.audit.files, self.audit.requests, self.audit.unparsable, self.audit.cut_off_writes
+            "audit log: {} files, {} requests, {} unparsable lines, {} replica writes cut off, {} \
+             leader-election Events not judged against terms (written at term boundaries)",
+            self.audit.files,
+            self.audit.requests,
+            self.audit.unparsable,
+            self.audit.cut_off_writes,
+            self.audit.election_events
         );
         let _ = writeln!(
             s,
@@ -243,7 +253,16 @@ impl Report {
         for p in self.problems.iter().take(20) {
             let _ = writeln!(s, "  PROBLEM {p}");
         }
+        more(&mut s, self.problems.len(), 20, "problems");
         s
+    }
+}
+
+/// Says how many of `total` items a list cut at `shown` left out (`cargo xtask chaos` writes them all
+/// to docs/reliability.json).
+fn more(s: &mut String, total: usize, shown: usize, what: &str) {
+    if total > shown {
+        let _ = writeln!(s, "  … and {} more {what}, not listed here", total - shown);
     }
 }
 
