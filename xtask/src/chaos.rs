@@ -48,6 +48,7 @@ pub fn run(options: &Options) -> anyhow::Result<i32> {
         xrs: options.xrs,
         min_changes: options.changes,
         fence_after: Some(options.fence_after),
+        client_go: true,
         // About 1.1 changes per fault and 6 s per fault, with room to spare.
         time_limit: Duration::from_secs(60 + 15 * options.changes as u64),
         timings: Timings::FAST,
@@ -93,7 +94,8 @@ fn write_docs(report: &schedule::Report, options: &Options, minutes: f64) -> any
          ({minutes:.1} min on this machine; verdict: **{verdict}**). Three provider-nop and three core \
          replicas, each process with a ServiceAccount token bound to a pod of its own, were hit by the \
          faults below one after another until at least {} leadership changes. The first {} changes ran \
-         with self-fencing alone; then the server-side fence (`deploy/fencing`) was installed. Every \
+         with self-fencing alone; then the server-side fence (`deploy/fencing`) was installed, and \
+         client-go's candidate joined provider-nop's pool until the faults ended. Every \
          write of a replica is attributed by the pod its token is bound to and judged by the \
          apiserver's answer, with no grace window (see `tests/e2e/src/schedule/check.rs`).",
         options.changes,

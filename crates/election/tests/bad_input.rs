@@ -193,6 +193,10 @@ async fn missing_zero_or_negative_duration_is_expired() -> anyhow::Result<()> {
 
 /// A huge duration is clamped (to one hour): the candidate keeps waiting without panicking or
 /// overflowing, and still takes over at once when the holder releases.
+///
+/// "Keeps waiting" is judged against a positive control: a second candidate, started at the same time
+/// with the same timings on a record that differs only in a 2 s duration, takes over; the one facing the
+/// huge duration must still be waiting when it does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn huge_duration_is_clamped() -> anyhow::Result<()> {
     let (cluster, ns) = common::bed("election-bad-huge").await?;
@@ -203,14 +207,26 @@ async fn huge_duration_is_clamped() -> anyhow::Result<()> {
         json!({"holderIdentity": "ghost", "leaseDurationSeconds": i32::MAX, "renewTime": "2026-01-01T00:00:00.000000Z"}),
     )
     .await?;
+    let control_ns = cluster.namespace("election-bad-huge-control").await?;
+    put_lease(
+        &client,
+        &control_ns,
+        json!({"holderIdentity": "ghost", "leaseDurationSeconds": 2, "renewTime": "2026-01-01T00:00:00.000000Z"}),
+    )
+    .await?;
     let mut c = RustCandidate::spawn(&cluster, &ns, NAME, "me", FAST).await?;
+    let mut control = RustCandidate::spawn(&cluster, &control_ns, NAME, "control", FAST).await?;
     tokio::time::timeout(
         Duration::from_secs(5),
         c.rx.wait_for(|l| matches!(l, Leadership::Following { leader: Some(x) } if x == "ghost")),
     )
     .await??;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(!c.is_leading() && c.is_running());
+    control.wait_leading(Duration::from_secs(15)).await?;
+    assert!(
+        !c.is_leading() && c.is_running(),
+        "the candidate facing a huge duration took over (or stopped) when the 2 s control did"
+    );
+    control.stop().await?;
     // The ghost "releases" (someone edits the holder to ""): taken at once.
     let api: Api<Lease> = Api::namespaced(client.clone(), &ns);
     let mut lease = api.get(NAME).await?;
@@ -230,9 +246,22 @@ async fn huge_duration_is_clamped() -> anyhow::Result<()> {
         r#"{"holderIdentity":"ghost","leaseDurationSeconds":1e300}"#,
     )
     .await?;
+    let control_ns = cluster.namespace("election-bad-huge-cm-control").await?;
+    put_configmap(
+        &client,
+        &control_ns,
+        r#"{"holderIdentity":"ghost","leaseDurationSeconds":2}"#,
+    )
+    .await?;
     let c = RustCandidate::spawn_kind(&cluster, &ns, NAME, "me", LockKind::ConfigMap).await?;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(!c.is_leading() && c.is_running());
+    let mut control =
+        RustCandidate::spawn_kind(&cluster, &control_ns, NAME, "control", LockKind::ConfigMap).await?;
+    control.wait_leading(Duration::from_secs(15)).await?;
+    assert!(
+        !c.is_leading() && c.is_running(),
+        "the candidate facing a 1e300 s duration took over (or stopped) when the 2 s control did"
+    );
+    control.stop().await?;
     Ok(())
 }
 

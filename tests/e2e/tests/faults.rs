@@ -1,6 +1,7 @@
 //! The bounded fault schedule (issue 8, must-show 1): three provider-nop and three core replicas on a
 //! control plane of their own, hit by every kind of fault in [`e2e::schedule::Fault::ALL`] until at least
-//! 30 leadership changes happened, with self-fencing alone (the server-side fence off). Each replica
+//! 30 leadership changes happened: the first 20 with self-fencing alone, the rest with the server-side
+//! fence in force and client-go's candidate in provider-nop's pool beside our replicas. Each replica
 //! process writes with a token bound to a pod of its own; the audit-log checker attributes every write
 //! to that pod, and finds none outside its writer's terms that the apiserver admitted (no grace
 //! window) and none whose user agent lacks its pod's identity. The audit log lost nothing (no line
@@ -16,6 +17,7 @@ use std::time::Duration;
 use e2e::schedule::{self, Binaries, Config, Fault, Timings};
 
 const MIN_CHANGES: usize = 30;
+const FENCE_AFTER: usize = 20;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fault_schedule_keeps_one_writer_and_loses_nothing() -> anyhow::Result<()> {
@@ -33,7 +35,8 @@ async fn fault_schedule_keeps_one_writer_and_loses_nothing() -> anyhow::Result<(
         nop_resources: 50,
         xrs: 10,
         min_changes: MIN_CHANGES,
-        fence_after: None,
+        fence_after: Some(FENCE_AFTER),
+        client_go: true,
         time_limit: Duration::from_secs(300),
         timings: Timings::FAST,
         log_dir: log_dir.clone(),
@@ -68,6 +71,23 @@ async fn fault_schedule_keeps_one_writer_and_loses_nothing() -> anyhow::Result<(
         report.checked_writes > 500,
         "the checker saw only {} controller writes:\n{summary}",
         report.checked_writes
+    );
+    let go = report
+        .client_go
+        .as_ref()
+        .ok_or_else(|| anyhow::anyhow!("client-go's candidate never joined:\n{summary}"))?;
+    assert!(
+        go.terms >= 1 && go.writes_checked > 0,
+        "client-go's candidate led no term or wrote nothing, so its part showed nothing:\n{summary}"
+    );
+    assert_eq!(
+        (go.late_writes_refused, go.violations),
+        (go.late_writes, 0),
+        "every late write of client-go's candidate refused:\n{summary}"
+    );
+    assert!(
+        report.fence_from.is_some(),
+        "the fence was never installed:\n{summary}"
     );
     for f in Fault::ALL {
         assert!(

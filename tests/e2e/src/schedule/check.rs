@@ -18,7 +18,7 @@ use jiff::Timestamp;
 use testenv::AuditEvent;
 
 use super::fence::PROBE_PREFIX;
-use super::report::{AuditFigures, LateWrite};
+use super::report::{AuditFigures, ClientGoFigures, LateWrite};
 use super::world::World;
 use super::{CURRENT_VERSION, Fault, Group, NEXT_VERSION, Report};
 use crate::checker::{self, Lock, Violation, writer};
@@ -176,6 +176,7 @@ impl World<'_> {
             report.total_changes += n;
         }
         report.late_writes.sort_by_key(|w| w.write.time);
+        report.client_go = self.client_go_figures(&events, &judged, &report);
         for r in &self.history {
             let log = std::fs::read_to_string(&r.log).unwrap_or_default();
             if log.contains("panicked") {
@@ -185,6 +186,51 @@ impl World<'_> {
         }
         report.problems = self.problems.clone();
         Ok(report)
+    }
+
+    /// client-go's candidate's terms, writes and late writes, if it took part.
+    fn client_go_figures(
+        &self,
+        events: &[AuditEvent],
+        judged: &[AuditEvent],
+        report: &Report,
+    ) -> Option<ClientGoFigures> {
+        let ids: BTreeSet<&str> = self
+            .history
+            .iter()
+            .filter(|r| r.client_go)
+            .map(|r| r.identity.as_str())
+            .collect();
+        if ids.is_empty() {
+            return None;
+        }
+        let lock = Lock::lease(&self.ns, Group::Nop.lease());
+        let late: Vec<&LateWrite> = report
+            .late_writes
+            .iter()
+            .filter(|w| ids.contains(w.write.identity.as_str()))
+            .collect();
+        Some(ClientGoFigures {
+            processes: ids.len(),
+            terms: checker::terms(events, &lock)
+                .iter()
+                .filter(|t| ids.contains(t.holder.as_str()))
+                .count(),
+            writes_checked: judged
+                .iter()
+                .filter(|e| e.is_write() && e.resource != "leases" && ids.contains(writer(e)))
+                .count(),
+            late_writes: late.len(),
+            late_writes_refused: late
+                .iter()
+                .filter(|w| w.write.code == 403 || REFUSED_BEFORE_ADMISSION.contains(&w.write.code))
+                .count(),
+            violations: report
+                .violations
+                .iter()
+                .filter(|v| ids.contains(v.identity.as_str()))
+                .count(),
+        })
     }
 
     /// Every write made with a replica slot's ServiceAccount (the fence's probes excepted) must come

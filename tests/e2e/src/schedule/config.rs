@@ -74,6 +74,12 @@ pub struct Config {
     /// before the first fault); `None`: never. Before it, self-fencing alone must hold; after it, every
     /// late write of a frozen leader must be refused.
     pub fence_after: Option<usize>,
+    /// Add client-go's candidate (`harness lease-candidate` with a work loop) to provider-nop's pool
+    /// while the server-side fence is in force: it contends for the same Lease, writes a ConfigMap
+    /// while it leads, and is hit by the faults like any replica. It leaves before the run settles.
+    /// client-go checks nothing before a write, so it joins only under the fence (needs
+    /// [`Config::fence_after`]).
+    pub client_go: bool,
     /// Give up (a failure) if the faults take longer than this.
     pub time_limit: Duration,
     /// Lease timings.

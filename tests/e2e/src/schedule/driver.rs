@@ -52,6 +52,11 @@ impl World<'_> {
             if self.fence_from.is_none() && self.config.fence_after.is_some_and(|n| self.live_changes() >= n)
             {
                 self.install_fence().await.context("installing the fence")?;
+                if self.config.client_go {
+                    self.join_client_go()
+                        .await
+                        .context("adding client-go's candidate")?;
+                }
             }
             let fault = Fault::ALL[step % Fault::ALL.len()];
             let group = Group::ALL[(step + step / Fault::ALL.len()) % Group::ALL.len()];

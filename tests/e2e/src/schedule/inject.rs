@@ -165,10 +165,20 @@ impl World<'_> {
 
     async fn rolling_update(&mut self, group: Group, leader: &str) -> anyhow::Result<String> {
         let leader_slot = self.slot_of(leader).context("the leader's slot")?;
+        if self.slots[leader_slot].client_go {
+            // Hand the Lease back to our replicas first: the update rolls our builds, not client-go.
+            self.terminate(leader_slot, "SIGTERM (schedule: rolling update, client-go leads)")
+                .await?;
+            let next = self.wait_leader(group, Some(leader), TAKEOVER_TIMEOUT).await?;
+            self.spawn(leader_slot, None).await?;
+            return Box::pin(self.rolling_update(group, &next)).await;
+        }
         let target = !self.slots[leader_slot].next;
         let version = if target { NEXT_VERSION } else { CURRENT_VERSION };
+        // client-go's candidate is not ours to update; it stays as it is while the others roll.
         let mut order: Vec<usize> = (0..self.slots.len())
             .filter(|&i| self.slots[i].group == group && i != leader_slot)
+            .filter(|&i| !self.slots[i].client_go && self.slots[i].replica.is_some())
             .collect();
         order.push(leader_slot);
         let mut replaced = Vec::new();

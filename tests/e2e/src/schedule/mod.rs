@@ -61,6 +61,7 @@
 //! `cargo xtask chaos`'s exit code.
 
 mod check;
+mod client_go;
 mod config;
 mod driver;
 mod fault;
@@ -84,7 +85,7 @@ use testenv::ControlPlane;
 pub use config::{Binaries, Config, Timings};
 pub use fault::Fault;
 pub use group::Group;
-pub use report::{AuditFigures, Census, FaultRecord, LateWrite, ReplicaRecord, Report};
+pub use report::{AuditFigures, Census, ClientGoFigures, FaultRecord, LateWrite, ReplicaRecord, Report};
 
 use world::World;
 

@@ -111,6 +111,14 @@ impl Report {
                 "replica_writes_cut_off": self.audit.cut_off_writes,
                 "leader_election_events_not_judged": self.audit.election_events,
             },
+            "client_go": self.client_go.as_ref().map(|g| json!({
+                "processes": g.processes,
+                "terms": g.terms,
+                "writes_checked": g.writes_checked,
+                "late_writes": g.late_writes,
+                "late_writes_refused": g.late_writes_refused,
+                "violations": g.violations,
+            })),
             "problems": self.problems,
             "seconds": {
                 "setup": self.setup.as_secs(),
@@ -197,6 +205,20 @@ impl Report {
         ];
         for (k, v) in rows {
             let _ = writeln!(s, "| {k} | {v} |");
+        }
+        if let Some(g) = &self.client_go {
+            let _ = writeln!(
+                s,
+                "\n## client-go's candidate in provider-nop's pool (fence on)\n\n\
+                 client-go's leader election (`harness lease-candidate`, updating a ConfigMap every 100 ms \
+                 while it leads) joined provider-nop's three replicas on their Lease once the fence was in \
+                 force, and left before the run settled. client-go checks nothing before a write, so only \
+                 the fence stands between a frozen client-go leader and its late writes.\n\n\
+                 | Figure | Value |\n|---|---|\n\
+                 | Processes | {} |\n| Terms held | {} |\n| Writes checked | {} |\n\
+                 | Late writes / refused (403, 409, 404) | {} / {} |\n| Violations | {} |",
+                g.processes, g.terms, g.writes_checked, g.late_writes, g.late_writes_refused, g.violations
+            );
         }
         let _ = writeln!(
             s,

@@ -50,6 +50,8 @@ pub(super) struct Slot {
     pub(super) relay: Relay,
     pub(super) generation: usize,
     pub(super) next: bool,
+    /// Runs client-go's candidate rather than our binary (see [`Config::client_go`](super::Config)).
+    pub(super) client_go: bool,
     pub(super) replica: Option<Replica>,
 }
 
@@ -92,6 +94,35 @@ fn ms(d: Duration) -> String {
     format!("{}ms", d.as_millis())
 }
 
+/// What client-go's candidate reports as its version in the schedule's records.
+pub(super) const CLIENT_GO_VERSION: &str = "client-go";
+/// The ConfigMap client-go's candidate updates while it leads.
+pub(super) const CLIENT_GO_WORK: &str = "client-go-work";
+
+/// `harness lease-candidate`'s arguments: the same Lease and timings as the group's replicas, release on
+/// SIGTERM, and a write to [`CLIENT_GO_WORK`] every 100 ms while leading.
+fn client_go_args(
+    kubeconfig: &Path,
+    ns: &str,
+    lease: &str,
+    identity: &str,
+    t: super::Timings,
+) -> Vec<String> {
+    vec![
+        "lease-candidate".into(),
+        format!("--kubeconfig={}", kubeconfig.display()),
+        format!("--namespace={ns}"),
+        format!("--name={lease}"),
+        format!("--identity={identity}"),
+        format!("--lease-duration={}", ms(t.lease)),
+        format!("--renew-deadline={}", ms(t.renew)),
+        format!("--retry-period={}", ms(t.retry)),
+        "--release-on-cancel=true".into(),
+        format!("--work-configmap={CLIENT_GO_WORK}"),
+        "--work-period=100ms".into(),
+    ]
+}
+
 impl World<'_> {
     /// A kubeconfig for `identity` in `slot`: a token of the slot's ServiceAccount bound to the Pod
     /// `identity`, reaching the apiserver through the slot's relay. Retried for a while: a replica may be
@@ -130,11 +161,18 @@ impl World<'_> {
         let kubeconfig = self.pod_kubeconfig(slot, &identity).await?;
         let s = &mut self.slots[slot];
         s.generation += 1;
-        let binary = config.binaries.get(s.group, s.next);
-        let version = if s.next { NEXT_VERSION } else { CURRENT_VERSION };
         let t = config.timings;
+        let (binary, version) = if s.client_go {
+            (self.cp.cluster().harness.as_path(), CLIENT_GO_VERSION)
+        } else if s.next {
+            (config.binaries.get(s.group, true), NEXT_VERSION)
+        } else {
+            (config.binaries.get(s.group, false), CURRENT_VERSION)
+        };
         let mut args: Vec<String> = Vec::new();
-        if s.group == Group::Core {
+        if s.client_go {
+            args.extend(client_go_args(&kubeconfig, &ns, s.group.lease(), &identity, t));
+        } else if s.group == Group::Core {
             args.extend([
                 "core".into(),
                 "start".into(),
@@ -149,29 +187,31 @@ impl World<'_> {
                 "50".into(),
             ]);
         }
-        args.extend([
-            "--kubeconfig".into(),
-            kubeconfig.display().to_string(),
-            "--leader-election".into(),
-            "--leader-election-namespace".into(),
-            ns,
-            "--leader-election-id".into(),
-            s.group.lease().into(),
-            "--leader-election-identity".into(),
-            identity.clone(),
-            "--lease-duration".into(),
-            ms(t.lease),
-            "--renew-deadline".into(),
-            ms(t.renew),
-            "--retry-period".into(),
-            ms(t.retry),
-            "--graceful-shutdown-timeout".into(),
-            "10s".into(),
-            "--metrics-bind-address".into(),
-            "0".into(),
-            "--health-probe-bind-address".into(),
-            "0".into(),
-        ]);
+        if !s.client_go {
+            args.extend([
+                "--kubeconfig".into(),
+                kubeconfig.display().to_string(),
+                "--leader-election".into(),
+                "--leader-election-namespace".into(),
+                ns,
+                "--leader-election-id".into(),
+                s.group.lease().into(),
+                "--leader-election-identity".into(),
+                identity.clone(),
+                "--lease-duration".into(),
+                ms(t.lease),
+                "--renew-deadline".into(),
+                ms(t.renew),
+                "--retry-period".into(),
+                ms(t.retry),
+                "--graceful-shutdown-timeout".into(),
+                "10s".into(),
+                "--metrics-bind-address".into(),
+                "0".into(),
+                "--health-probe-bind-address".into(),
+                "0".into(),
+            ]);
+        }
         let log = config.log_dir.join(format!("{identity}.log"));
         let out = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
         let err = out.try_clone()?;
@@ -183,6 +223,7 @@ impl World<'_> {
             .env_remove("LEADER_ELECTION")
             .env_remove("LD_PRELOAD")
             .env_remove("FAKETIME")
+            .env("HARNESS_PARENT_PID", std::process::id().to_string())
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err);
@@ -198,6 +239,7 @@ impl World<'_> {
         self.history.push(ReplicaRecord {
             identity: identity.clone(),
             group: s.group,
+            client_go: s.client_go,
             version,
             clock,
             pid: child.id(),

@@ -33,6 +33,8 @@ pub struct ReplicaRecord {
     pub identity: String,
     /// Its group.
     pub group: Group,
+    /// client-go's candidate rather than one of our builds.
+    pub client_go: bool,
     /// The version its build reports.
     pub version: &'static str,
     /// Its `FAKETIME` offset, if skewed.
@@ -72,6 +74,23 @@ pub struct AuditFigures {
     /// The replicas' leader-election Events (named after their Lease): not judged against terms, since
     /// the elector writes "stopped leading" as its term ends; counted so the verdict shows what it leaves out.
     pub election_events: usize,
+}
+
+/// client-go's candidate's part of the run (see [`Config::client_go`](super::Config)).
+#[derive(Debug, Clone, Default)]
+pub struct ClientGoFigures {
+    /// Its processes (each start is a new candidate, as a new pod is).
+    pub processes: usize,
+    /// provider-nop Lease terms it held during the faults.
+    pub terms: usize,
+    /// Its writes the checker judged against its terms (its work; not its Lease writes).
+    pub writes_checked: usize,
+    /// Of its writes, those outside its terms, each refused or not.
+    pub late_writes: usize,
+    /// Of those, how many the apiserver refused (403 by the fence, or 409/404 before admission).
+    pub late_writes_refused: usize,
+    /// Violations among its writes.
+    pub violations: usize,
 }
 
 /// The resources at the end of the run.
@@ -129,6 +148,8 @@ pub struct Report {
     pub problems: Vec<String>,
     /// Every replica process started.
     pub replicas: Vec<ReplicaRecord>,
+    /// client-go's candidate's part, if it joined.
+    pub client_go: Option<ClientGoFigures>,
     /// The versions in the user agents of each group's Lease writes.
     pub versions: BTreeMap<Group, BTreeSet<String>>,
     /// Stand-alone NopResources and XRs.
@@ -186,13 +207,22 @@ impl Report {
                 .unwrap_or_default();
             let _ = writeln!(s, "  {g:<18} {n:>4} changes, versions seen {versions:?}");
         }
-        let restarts = self.replicas.len().saturating_sub(2 * REPLICAS);
+        let ours = self.replicas.iter().filter(|r| !r.client_go).count();
+        let restarts = ours.saturating_sub(2 * REPLICAS);
         let skewed = self.replicas.iter().filter(|r| r.clock.is_some()).count();
         let _ = writeln!(
             s,
             "replicas: {} processes ({restarts} started by the schedule, {skewed} with a skewed clock)",
             self.replicas.len()
         );
+        if let Some(g) = &self.client_go {
+            let _ = writeln!(
+                s,
+                "client-go candidate (with the fence): {} processes, {} terms, {} writes checked, {} late \
+                 writes ({} refused), {} violations",
+                g.processes, g.terms, g.writes_checked, g.late_writes, g.late_writes_refused, g.violations
+            );
+        }
         let (off, on) = self.violations_by_mode();
         let _ = writeln!(
             s,

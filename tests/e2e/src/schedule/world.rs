@@ -87,9 +87,21 @@ impl<'a> World<'a> {
                     relay,
                     generation: 0,
                     next: false,
+                    client_go: false,
                     replica: None,
                 });
             }
+        }
+        if config.client_go {
+            slots.push(Slot {
+                group: Group::Nop,
+                index: REPLICAS,
+                relay: Relay::start(upstream).await?,
+                generation: 0,
+                next: false,
+                client_go: true,
+                replica: None,
+            });
         }
         let ns = cluster.namespace("faults").await?;
         grant_service_accounts(&client, &ns).await?;
@@ -150,7 +162,10 @@ impl<'a> World<'a> {
         ));
         let schedule_start = Instant::now();
         let faults_from = Timestamp::now();
-        let outcome = self.schedule(schedule_start, faults_from).await;
+        let mut outcome = self.schedule(schedule_start, faults_from).await;
+        if outcome.is_ok() {
+            outcome = self.retire_client_go().await;
+        }
         churn.abort();
         let _ = churn.await;
         let faults_until = Timestamp::now();
