@@ -13,6 +13,8 @@
 //! - `cargo xtask chaos [--changes N] [--fence-after N]` runs the full fault schedule (issue 8), first
 //!   without and then with the server-side fence, prints its summary and writes
 //!   `docs/reliability.md` and `docs/reliability.json`.
+//! - `cargo xtask fencing` runs the server-side fence's tests and writes their figures to
+//!   `docs/fencing.md` and `docs/fencing.json`.
 //! - `cargo xtask node-bench [--deletions N]` runs deploy/ as Pods on a real node (containerd, kubelet),
 //!   times the handover when the leader's Pod is deleted and writes `docs/node.md`.
 #![forbid(unsafe_code)]
@@ -22,6 +24,7 @@ mod chaos;
 mod chart;
 mod control_plane;
 mod demo;
+mod fencing;
 mod generate;
 mod image;
 mod node;
@@ -136,6 +139,9 @@ enum Command {
         #[arg(long)]
         fence_after: Option<usize>,
     },
+    /// Run the server-side fence's tests (`providers/provider-nop/tests/fencing.rs`) on a fresh control
+    /// plane and write their figures to docs/fencing.md and docs/fencing.json.
+    Fencing,
 }
 
 fn main() {
@@ -178,6 +184,7 @@ fn main() {
             xrs,
             fence_after: fence_after.unwrap_or(changes / 2),
         }),
+        Command::Fencing => fencing::run(),
         Command::Harness => harness().map(|p| {
             println!("{}", p.display());
             0

@@ -8,6 +8,11 @@ use crate::{harness, runtime, target_dir};
 
 /// Runs the workspace tests against a fresh control plane and returns cargo's exit code.
 pub fn run(args: &[String]) -> anyhow::Result<i32> {
+    run_with_env(args, &[])
+}
+
+/// [`run`], with extra environment variables for the tests.
+pub fn run_with_env(args: &[String], envs: &[(&str, &std::path::Path)]) -> anyhow::Result<i32> {
     crate::prereq::ensure()?;
     crate::prereq::function_venv()?;
     let harness = harness()?;
@@ -50,6 +55,7 @@ pub fn run(args: &[String]) -> anyhow::Result<i32> {
     let status = cargo
         .args(args)
         .env(testenv::ENV_TESTBED, &cp.cluster().dir)
+        .envs(envs.iter().copied())
         .status()
         .context("running cargo test")?;
     eprintln!("[testbed] stopping");

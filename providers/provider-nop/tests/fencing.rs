@@ -318,6 +318,20 @@ async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> 
         "{a_ok_after} writes of the frozen leader were admitted after b took over"
     );
     ensure!(b_ok > 0, "the new leader wrote nothing");
+    publish(
+        "refuses_pods_that_do_not_hold_the_lease",
+        json!({
+            "rogue_writes": rogue_writes.len(),
+            "rogue_admitted": rogue_ok,
+            "frozen_leader_writes": a_writes.len(),
+            "frozen_leader_admitted_before_takeover": a_ok_before,
+            "frozen_leader_admitted_after_takeover": a_ok_after,
+            "frozen_leader_refused_after_takeover": a_refused_after,
+            "frozen_seconds": resumed.duration_since(frozen).as_secs_f64(),
+            "new_leader_admitted": b_ok,
+            "new_leader_refused_after_acquisition": b_refused_after,
+        }),
+    )?;
     // Not asserted: a write the new leader sends within milliseconds of its acquisition can meet the
     // apiserver's copy of the Lease before it caught up, and is refused and retried.
 
@@ -503,9 +517,33 @@ async fn writes_delayed_past_the_takeover_are_refused() -> Result<()> {
         admitted == 0,
         "{admitted} late writes of the old leader were admitted: {late:?}"
     );
+    publish(
+        "refuses_writes_delayed_past_the_takeover",
+        json!({
+            "held_creates": held.len(),
+            "late_writes": late.len(),
+            "refused_403": refused,
+            "admitted": admitted,
+            "objects_unchanged": held.len(),
+            "late_write_list": codes,
+        }),
+    )?;
     drop((a, b, relay));
     drop(cp);
     Ok(())
+}
+
+/// Writes a test's figures as JSON to `$FENCING_FIGURES_DIR/<test>.json` (else under the test's
+/// target tmp dir), where `cargo xtask fencing` collects them for `docs/fencing.md`.
+fn publish(test: &str, figures: serde_json::Value) -> Result<()> {
+    let dir = std::env::var_os("FENCING_FIGURES_DIR").map_or_else(
+        || std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fencing-figures"),
+        std::path::PathBuf::from,
+    );
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join(format!("{test}.json"));
+    std::fs::write(&path, serde_json::to_string_pretty(&figures)? + "\n")
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 /// When `identity`'s term began: its first successful write of the Lease naming itself.
