@@ -464,7 +464,25 @@ async fn lease_deleted_under_the_leader() -> anyhow::Result<()> {
     assert_eq!(after.holder_identity.as_deref(), Some("a"));
     assert_eq!(after.acquire_time, before.acquire_time, "the term goes on");
     assert_eq!(after.lease_transitions, before.lease_transitions);
-    tokio::time::sleep(FAST.lease * 2).await;
+    // Not a fixed wait before "nothing happened": the leader must be seen renewing the re-created
+    // Lease for two lease durations (its renewTime moves on), all the while b, polling every 500 ms,
+    // could have taken a deleted record for a release.
+    let recreated = after.renew_time.clone().context("renewTime")?;
+    common::eventually(
+        "the leader to renew the re-created Lease for two lease durations",
+        FAST.lease * 4,
+        || {
+            let (api, recreated) = (api.clone(), recreated.clone());
+            async move {
+                let renewed = api.get(NAME).await?.spec.and_then(|s| s.renew_time);
+                Ok(renewed.is_some_and(|r| {
+                    r.0.duration_since(recreated.0)
+                        >= jiff::SignedDuration::try_from(FAST.lease * 2).unwrap_or_default()
+                }))
+            }
+        },
+    )
+    .await?;
     assert!(term.guard().is_valid(), "the leader's term must go on");
     assert!(!b.is_leading());
     common::assert_exclusive(&[("a", a.intervals()), ("b", b.intervals())])?;

@@ -101,8 +101,10 @@ pub const CLOCK_OFFSET: &str = "5m";
 const REPLICAS: usize = 3;
 const XR_GROUP: &str = "faults.example.org";
 const POLL: Duration = Duration::from_millis(100);
-/// How long a new leader may take after a fault.
-const TAKEOVER_TIMEOUT: Duration = Duration::from_secs(45);
+/// How long a new leader may take after a fault. Generous: after an apiserver restart on a loaded
+/// 2-core machine, the apiserver itself can take most of a minute to serve again (seen once in CI's
+/// rehearsal); the takeover figures come from the audit log, not from this bound.
+const TAKEOVER_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// Runs the schedule on `cp`, which it disrupts (use a control plane of its own).
 pub async fn run(cp: &mut ControlPlane, config: &Config) -> anyhow::Result<Report> {
