@@ -122,10 +122,11 @@ pub fn run(check: bool) -> anyhow::Result<i32> {
     let readme_path = testenv::harness::repo_root().join("README.md");
     let readme = std::fs::read_to_string(&readme_path).context("reading README.md")?;
     let new_readme = crate::upstream::readme(&readme)?;
+    let new_readme = crate::figures::readme(&new_readme, &testenv::harness::repo_root().join("docs"))?;
     if check {
         let mut drift = drift(&root, &files)?;
         if new_readme != readme {
-            drift.push("../README.md (the upstream tables)".to_owned());
+            drift.push("../README.md (the upstream tables, or the figures from docs/*.json)".to_owned());
         }
         if drift.is_empty() {
             eprintln!("[generate] deploy/ is up to date ({} files)", files.len());

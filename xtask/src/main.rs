@@ -25,6 +25,7 @@ mod chart;
 mod control_plane;
 mod demo;
 mod fencing;
+mod figures;
 mod generate;
 mod image;
 mod node;
