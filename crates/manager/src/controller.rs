@@ -383,14 +383,18 @@ where
                             return Action::await_change();
                         }
                     }
+                    let delay = if matches!(e, Failure::Reconcile(e) if e.is_conflict()) {
+                        CONFLICT_RETRY
+                    } else {
+                        tracing::warn!(controller = %shared.name, object = %key, error = %error_chain(e), "reconcile failed");
+                        shared.backoff.fail(&key)
+                    };
                     if let Some(w) = &shared.workqueue {
                         w.retry(&shared.name);
+                        // Back into the queue after the delay (counted only where the queue is tracked).
+                        w.add_after(&shared.name, &key, delay);
                     }
-                    if matches!(e, Failure::Reconcile(e) if e.is_conflict()) {
-                        return Action::requeue(CONFLICT_RETRY);
-                    }
-                    tracing::warn!(controller = %shared.name, object = %key, error = %error_chain(e), "reconcile failed");
-                    Action::requeue(shared.backoff.fail(&key))
+                    Action::requeue(delay)
                 },
                 shared,
             )
