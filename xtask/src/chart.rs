@@ -20,6 +20,7 @@ use anyhow::Context;
 use serde_json::{Value, json};
 
 use crate::generate::{Deployed, NAMESPACE, base, deployment, yaml};
+use crate::registry::Registry;
 
 /// The chart's directory under deploy/.
 pub const DIR: &str = "charts/crossplane-rs";
@@ -208,9 +209,9 @@ fn gated(text: String, enabled: &Option<Vec<&str>>) -> String {
 }
 
 /// The Deployment template of `b`, with its defaults written into `values`.
-fn deployment_template(b: &Deployed, version: &str, values: &mut Value) -> anyhow::Result<String> {
+fn deployment_template(b: &Deployed, registry: &Registry, values: &mut Value) -> anyhow::Result<String> {
     let k = keys(b);
-    let mut d = deployment(b, version);
+    let mut d = deployment(b, registry);
     let mut markers = BTreeMap::new();
     let mut mark = |name: &str, m: Marker| {
         let token = format!("__chart_{name}__");
@@ -306,7 +307,11 @@ fn deployment_template(b: &Deployed, version: &str, values: &mut Value) -> anyho
 }
 
 /// Every file of the chart, by path relative to deploy/.
-pub fn render(binaries: &[Deployed], version: &str) -> anyhow::Result<BTreeMap<PathBuf, String>> {
+pub fn render(
+    binaries: &[Deployed],
+    version: &str,
+    registry: &Registry,
+) -> anyhow::Result<BTreeMap<PathBuf, String>> {
     let dir = PathBuf::from(DIR);
     let mut files = BTreeMap::new();
     let mut values = json!({
@@ -325,9 +330,9 @@ pub fn render(binaries: &[Deployed], version: &str) -> anyhow::Result<BTreeMap<P
         let k = keys(b);
         files.insert(
             dir.join("templates").join(format!("{}-deployment.yaml", b.name)),
-            deployment_template(b, version, &mut values)?,
+            deployment_template(b, registry, &mut values)?,
         );
-        for (file, mut obj) in base(b, version) {
+        for (file, mut obj) in base(b, registry) {
             if file == "kustomization.yaml" || file == "deployment.yaml" {
                 continue;
             }

@@ -32,6 +32,8 @@ use manager::Defaults;
 use manager::rbac::Rule;
 use serde_json::{Value, json};
 
+use crate::registry::Registry;
+
 /// The namespace everything runs in.
 pub const NAMESPACE: &str = "crossplane-system";
 /// The directory of the user-facing ClusterRoles (`crossplane::roles`).
@@ -115,10 +117,10 @@ pub fn deployed() -> Vec<Deployed> {
     ]
 }
 
-/// `cargo xtask generate [--check]`. Returns the exit code.
-pub fn run(check: bool) -> anyhow::Result<i32> {
+/// `cargo xtask generate [--check] [--registry PREFIX]`. Returns the exit code.
+pub fn run(check: bool, registry: &Registry) -> anyhow::Result<i32> {
     let root = testenv::harness::repo_root().join("deploy");
-    let files = render()?;
+    let files = render(registry)?;
     let readme_path = testenv::harness::repo_root().join("README.md");
     let readme = std::fs::read_to_string(&readme_path).context("reading README.md")?;
     let new_readme = crate::upstream::readme(&readme)?;
@@ -203,8 +205,8 @@ fn existing_files(root: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// Every file of deploy/, by path relative to it.
-pub fn render() -> anyhow::Result<BTreeMap<PathBuf, String>> {
+/// Every file of deploy/, by path relative to it, with images named under `registry`.
+pub fn render(registry: &Registry) -> anyhow::Result<BTreeMap<PathBuf, String>> {
     let mut files = BTreeMap::new();
     let version = env!("CARGO_PKG_VERSION");
     let binaries = deployed();
@@ -228,7 +230,7 @@ pub fn render() -> anyhow::Result<BTreeMap<PathBuf, String>> {
     );
 
     for b in &binaries {
-        for (file, obj) in base(b, version) {
+        for (file, obj) in base(b, registry) {
             files.insert(PathBuf::from(b.name).join(file), yaml(&obj)?);
         }
     }
@@ -236,7 +238,7 @@ pub fn render() -> anyhow::Result<BTreeMap<PathBuf, String>> {
     for image in crate::image::BINARIES {
         files.insert(
             PathBuf::from(image.name).join("Dockerfile"),
-            dockerfile(image, version),
+            dockerfile(image, version, registry),
         );
     }
 
@@ -305,7 +307,7 @@ pub fn render() -> anyhow::Result<BTreeMap<PathBuf, String>> {
         }))?,
     );
     // The same objects as a Helm chart with upstream's value names.
-    files.extend(crate::chart::render(&binaries, version)?);
+    files.extend(crate::chart::render(&binaries, version, registry)?);
 
     let mut resources = vec!["namespace.yaml".to_owned(), "crds".to_owned()];
     resources.extend(binaries.iter().map(|b| b.name.to_owned()));
@@ -361,8 +363,8 @@ pub fn termination_grace(lease: &Defaults) -> u64 {
     (GRACEFUL_SHUTDOWN + lease.timings.renew_deadline + TERMINATION_SLACK).as_secs()
 }
 
-/// The objects of one binary's base, by file name.
-pub fn base(b: &Deployed, version: &str) -> Vec<(String, Value)> {
+/// The objects of one binary's base, by file name, its image named under `registry`.
+pub fn base(b: &Deployed, registry: &Registry) -> Vec<(String, Value)> {
     let name = b.name;
     let meta = |n: &str| json!({"name": n, "namespace": NAMESPACE, "labels": labels(name)});
     let cluster_meta = |n: &str| json!({"name": n, "labels": labels(name)});
@@ -472,7 +474,7 @@ pub fn base(b: &Deployed, version: &str) -> Vec<(String, Value)> {
         }),
     ));
 
-    out.push(("deployment.yaml".to_owned(), deployment(b, version)));
+    out.push(("deployment.yaml".to_owned(), deployment(b, registry)));
 
     let mut files: Vec<String> = out.iter().map(|(f, _)| f.clone()).collect();
     files.sort();
@@ -488,8 +490,8 @@ fn aggregate_suffix() -> String {
         .to_owned()
 }
 
-/// The Deployment of `b`.
-pub(crate) fn deployment(b: &Deployed, version: &str) -> Value {
+/// The Deployment of `b`, its image named under `registry`.
+pub(crate) fn deployment(b: &Deployed, registry: &Registry) -> Value {
     let name = b.name;
     let selector = json!({"matchLabels": {"app.kubernetes.io/name": name}});
     let field = |path: &str| json!({"fieldRef": {"apiVersion": "v1", "fieldPath": path}});
@@ -503,7 +505,7 @@ pub(crate) fn deployment(b: &Deployed, version: &str) -> Value {
     };
     let mut container = json!({
         "name": name,
-        "image": format!("crossplane-rs/{}:{version}", b.image),
+        "image": registry.image(b.image, crate::image::TAG),
         "imagePullPolicy": "IfNotPresent",
         "env": [
             {"name": "POD_NAME", "valueFrom": field("metadata.name")},
@@ -588,7 +590,7 @@ const RUNTIME_IMAGE: &str = "gcr.io/distroless/cc-debian12:nonroot";
 
 /// The Dockerfile of `image`, for users who build with Docker (BuildKit): a release build in the Rust
 /// image, copied onto distroless, with the labels, user and entrypoint of `cargo xtask image`.
-pub fn dockerfile(image: &crate::image::Binary, version: &str) -> String {
+pub fn dockerfile(image: &crate::image::Binary, version: &str, registry: &Registry) -> String {
     let name = image.name;
     let quote = |s: &str| serde_json::to_string(s).unwrap_or_default();
     let labels = [
@@ -610,7 +612,7 @@ pub fn dockerfile(image: &crate::image::Binary, version: &str) -> String {
 # {name} for users with Docker; `cargo xtask image {name}` builds the same image without a daemon.
 # Build from the repository root:
 #   docker build -f deploy/{name}/Dockerfile --build-arg REVISION=$(git rev-parse HEAD) \\
-#     -t crossplane-rs/{name}:{version} .
+#     -t {registry}/{name}:{version} .
 FROM {RUST_IMAGE} AS build
 WORKDIR /src
 COPY . .
@@ -690,8 +692,8 @@ mod tests {
 
     #[test]
     fn rendering_is_deterministic_and_round_trips() {
-        let a = render().expect("render");
-        let b = render().expect("render");
+        let a = render(&Registry::default()).expect("render");
+        let b = render(&Registry::default()).expect("render");
         assert_eq!(a, b);
         for (path, text) in a
             .iter()
@@ -705,8 +707,47 @@ mod tests {
     }
 
     #[test]
+    fn registry_prefix_names_every_image() {
+        let tag = crate::image::TAG;
+        let default = render(&Registry::default()).expect("render");
+        let acme = render(&Registry::parse("ghcr.io/acme").expect("prefix")).expect("render");
+        assert_eq!(default.len(), acme.len());
+        for b in deployed() {
+            let path = PathBuf::from(b.name).join("deployment.yaml");
+            let want = format!("image: ghcr.io/acme/{}:{tag}", b.image);
+            assert!(acme[&path].contains(&want), "{}: no {want}", path.display());
+            let old = format!("image: crossplane-rs/{}:{tag}", b.image);
+            assert!(default[&path].contains(&old), "{}: no {old}", path.display());
+            assert!(!acme[&path].contains("crossplane-rs/"), "{}", acme[&path]);
+        }
+        let values = &acme[&PathBuf::from(crate::chart::DIR).join("values.yaml")];
+        for b in crate::image::BINARIES {
+            let want = format!("repository: ghcr.io/acme/{}", b.name);
+            assert!(values.contains(&want), "chart values: no {want}\n{values}");
+        }
+        assert!(!values.contains("repository: crossplane-rs/"), "{values}");
+        let dockerfile = &acme[&PathBuf::from("provider-nop").join("Dockerfile")];
+        assert!(
+            dockerfile.contains(&format!("-t ghcr.io/acme/provider-nop:{tag} .")),
+            "{dockerfile}"
+        );
+        // Only the image names differ.
+        let differing: Vec<_> = default
+            .iter()
+            .filter(|(p, t)| acme.get(*p) != Some(t))
+            .map(|(p, _)| p.display().to_string())
+            .collect();
+        assert!(
+            differing.iter().all(|p| p.ends_with("deployment.yaml")
+                || p.ends_with("Dockerfile")
+                || p.ends_with("values.yaml")),
+            "{differing:?}"
+        );
+    }
+
+    #[test]
     fn every_image_has_a_dockerfile_like_its_oci_image() {
-        let files = render().expect("render");
+        let files = render(&Registry::default()).expect("render");
         for image in crate::image::BINARIES {
             let path = PathBuf::from(image.name).join("Dockerfile");
             let text = files

@@ -30,6 +30,7 @@ use oci_spec::image::{
 };
 use sha2::{Digest, Sha256};
 
+use crate::registry::Registry;
 use crate::target_dir;
 
 /// A binary that ships as an image.
@@ -75,8 +76,8 @@ pub const BINARIES: &[Binary] = &[
 /// The non-root user and group the images run as.
 pub const USER: &str = "65532:65532";
 
-/// The repository the images are named under.
-pub const REPOSITORY: &str = "crossplane-rs";
+/// The repository the images are named under by default ([`crate::registry::DEFAULT`]).
+pub const REPOSITORY: &str = crate::registry::DEFAULT;
 
 /// The Debian packages the base layer is made of: the C library and libgcc (which a Rust binary on
 /// the gnu target links), and the CA certificates.
@@ -101,16 +102,11 @@ pub const NEXT: &[(&str, Binary)] = &[(
     },
 )];
 
-/// The name containerd's CRI looks a Deployment's image up by: the name in deploy/
-/// (`crossplane-rs/<name>:<version>`) with the registry that a name without one means (`docker.io`).
-/// `ctr images import` stores the name in the index verbatim.
+/// The name containerd's CRI looks a Deployment's image up by: the name in deploy/ generated with the
+/// default prefix (`crossplane-rs/<name>:<version>`) with the registry that a name without one means
+/// (`docker.io`). `ctr images import` stores the name in the index verbatim.
 pub fn full_reference(name: &str) -> String {
-    full_reference_tagged(name, TAG)
-}
-
-/// [`full_reference`] with another tag.
-pub fn full_reference_tagged(name: &str, tag: &str) -> String {
-    format!("docker.io/{REPOSITORY}/{name}:{tag}")
+    Registry::default().full_reference(name, TAG)
 }
 
 /// What one image holds.
@@ -122,6 +118,8 @@ struct Spec<'a> {
     base: bool,
     /// Its tag.
     tag: &'a str,
+    /// The prefix it is named under.
+    registry: &'a Registry,
 }
 
 /// How `cargo xtask image` builds.
@@ -137,6 +135,8 @@ pub struct Options {
     pub pause: bool,
     /// Also pack the second builds ([`NEXT`]) as `<name>-next.oci.tar`.
     pub next: bool,
+    /// The prefix the images are named under (as deploy/ was generated with).
+    pub registry: Registry,
 }
 
 /// Looks the binaries up by name (all when `names` is empty).
@@ -200,7 +200,7 @@ pub fn run(names: &[String], options: &Options) -> anyhow::Result<Vec<PathBuf>> 
     for b in selected {
         let start = std::time::Instant::now();
         let archive = out_dir.join(format!("{}.oci.tar", b.name));
-        build_image(b, &bin_dir.join(b.name), &archive, level)?;
+        build_image(b, &bin_dir.join(b.name), &archive, level, &options.registry)?;
         eprintln!(
             "[image] {} ({:.1} MB, {:.1}s)",
             archive.display(),
@@ -220,6 +220,7 @@ pub fn run(names: &[String], options: &Options) -> anyhow::Result<Vec<PathBuf>> 
                 cmd: b.cmd,
                 base: true,
                 tag: NEXT_TAG,
+                registry: &options.registry,
             };
             pack(&spec, &next_dir.join(b.name), &archive, level)?;
             eprintln!("[image] {}", archive.display());
@@ -236,6 +237,8 @@ pub fn run(names: &[String], options: &Options) -> anyhow::Result<Vec<PathBuf>> 
             cmd: &[],
             base: false,
             tag: TAG,
+            // The node's sandbox image keeps its name (testenv's `PAUSE_IMAGE`) whatever deploy/ uses.
+            registry: &Registry::default(),
         };
         pack(&spec, &binary, &archive, level)?;
         eprintln!("[image] {}", archive.display());
@@ -244,14 +247,21 @@ pub fn run(names: &[String], options: &Options) -> anyhow::Result<Vec<PathBuf>> 
     Ok(archives)
 }
 
-/// Packs `binary` as the image of `b` into the OCI archive `archive`.
-pub fn build_image(b: &Binary, binary: &Path, archive: &Path, level: Compression) -> anyhow::Result<()> {
+/// Packs `binary` as the image of `b`, named under `registry`, into the OCI archive `archive`.
+pub fn build_image(
+    b: &Binary,
+    binary: &Path,
+    archive: &Path,
+    level: Compression,
+    registry: &Registry,
+) -> anyhow::Result<()> {
     let spec = Spec {
         name: b.name,
         description: b.description,
         cmd: b.cmd,
         base: true,
         tag: TAG,
+        registry,
     };
     pack(&spec, binary, archive, level)
 }
@@ -323,7 +333,7 @@ fn pack(b: &Spec, binary: &Path, archive: &Path, level: Compression) -> anyhow::
     manifest_desc.set_annotations(Some(
         [(
             "org.opencontainers.image.ref.name".to_string(),
-            full_reference_tagged(b.name, b.tag),
+            b.registry.full_reference(b.name, b.tag),
         )]
         .into(),
     ));

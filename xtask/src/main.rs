@@ -30,6 +30,7 @@ mod generate;
 mod image;
 mod node;
 mod prereq;
+mod registry;
 mod test;
 mod upstream;
 
@@ -77,6 +78,10 @@ enum Command {
         /// Only compare: exit non-zero, listing the files, when deploy/ differs from the code.
         #[arg(long)]
         check: bool,
+        /// Name the images `<PREFIX>/<binary>:<version>` in deploy/ and the chart (e.g. `ghcr.io/acme`;
+        /// no tag, lower case). Build them with `cargo xtask image --registry` and the same prefix.
+        #[arg(long, value_name = "PREFIX", default_value = registry::DEFAULT, value_parser = registry::Registry::parse)]
+        registry: registry::Registry,
     },
     /// Build release images of the binaries as OCI archives under target/images/ (no Docker daemon).
     Image {
@@ -101,6 +106,10 @@ enum Command {
         /// tagged <version>-next, for a rolling update between two builds.
         #[arg(long)]
         next: bool,
+        /// Name the images `<PREFIX>/<binary>:<version>`, as `cargo xtask generate --registry` names them
+        /// in deploy/ (a prefix without a registry host means docker.io).
+        #[arg(long, value_name = "PREFIX", default_value = registry::DEFAULT, value_parser = registry::Registry::parse)]
+        registry: registry::Registry,
     },
     /// Build the Go harness (kube-apiserver, etcd, kube-controller-manager, kube-scheduler, kubelet,
     /// client-go candidate) and print its path.
@@ -151,7 +160,7 @@ fn main() {
         Command::Test { args } => test::run(&args),
         Command::Demo { keep, ci, down } => demo::run(demo::Options { keep, ci, down }),
         Command::ControlPlane { action } => control_plane::run(action),
-        Command::Generate { check } => generate::run(check),
+        Command::Generate { check, registry } => generate::run(check, &registry),
         Command::Image {
             binaries,
             all: _,
@@ -160,6 +169,7 @@ fn main() {
             compression,
             pause,
             next,
+            registry,
         } => image::run(
             &binaries,
             &image::Options {
@@ -168,6 +178,7 @@ fn main() {
                 compression,
                 pause,
                 next,
+                registry,
             },
         )
         .map(|_| 0),
@@ -253,4 +264,38 @@ fn cargo() -> std::process::Command {
 /// A tokio runtime for the async parts of the test bed.
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_option_parses_or_is_a_usage_error() {
+        let parse = |args: &[&str]| Cli::try_parse_from([&["cargo xtask"], args].concat());
+        match parse(&["generate", "--check"]).map(|c| c.command) {
+            Ok(Command::Generate { registry, check }) => {
+                assert!(check);
+                assert_eq!(registry, registry::Registry::default());
+            }
+            _ => panic!("generate --check must parse"),
+        }
+        match parse(&["image", "--registry", "ghcr.io/acme", "provider-nop"]).map(|c| c.command) {
+            Ok(Command::Image { registry, .. }) => {
+                assert_eq!(
+                    registry.full_reference("provider-nop", "1"),
+                    "ghcr.io/acme/provider-nop:1"
+                );
+            }
+            _ => panic!("image --registry must parse"),
+        }
+        for bad in ["ghcr.io/acme:v1", "GHCR.io/acme"] {
+            let e = match parse(&["generate", "--registry", bad]) {
+                Err(e) => e,
+                Ok(_) => panic!("{bad} accepted"),
+            };
+            assert_eq!(e.exit_code(), 2, "{e}");
+            assert!(e.to_string().contains("e.g. `ghcr.io/acme`"), "{e}");
+        }
+    }
 }

@@ -60,6 +60,7 @@ pub fn run(deletions: usize) -> anyhow::Result<i32> {
             compression: Some(1),
             pause: true,
             next: false,
+            registry: Default::default(),
         },
     )?;
     let pause = out.join("pause.oci.tar");

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use kube::runtime::controller::Action;
 use manager::ReconcileMetrics;
-use manager::controller::result_of;
+use manager::controller::{Failure, guarded, result_of};
 
 use crate::error::Error;
 
@@ -39,14 +39,22 @@ impl Recorder {
         }
     }
 
-    /// Runs one reconcile and records its result and duration.
+    /// Runs one reconcile and records its result and duration; a panic becomes an error.
     pub async fn time(
         &self,
         reconcile: impl Future<Output = Result<Action, Error>>,
     ) -> Result<Action, Error> {
         let work = self.metrics.workqueue().map(|w| w.start(&self.controller));
         let timer = self.metrics.start(&self.controller);
-        let result = reconcile.await;
+        // A panic is recovered and counted, and the XR retried, as controller-runtime does by default.
+        let result = match guarded(reconcile, None).await {
+            Ok(action) => Ok(action),
+            Err(Failure::Reconcile(e)) => Err(e),
+            Err(e) => {
+                self.metrics.panicked(&self.controller);
+                Err(Error::Message(e.to_string()))
+            }
+        };
         timer.finish(result_of(&result));
         drop(work);
         // As the error policy: every failure but the end of the term is requeued.

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apis::meta::{ANNOTATION_EXTERNAL_CREATE_FAILED, ANNOTATION_EXTERNAL_CREATE_PENDING};
+use futures::{StreamExt, TryStreamExt};
 use kube::runtime::controller::{Action, Config};
 use kube::runtime::reflector;
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
@@ -129,7 +130,7 @@ where
         metrics
             .reconcile()
             .set_max_concurrent(&self.name, self.options.max_concurrent.max(1));
-        metrics.workqueue().register_controller(&self.name);
+        metrics.workqueue().track_queue(&self.name);
         let name = self.name.clone();
         mgr.add_gated(name, move |ctx: TermContext| {
             let this = self.clone();
@@ -161,15 +162,26 @@ where
         if let Some(selector) = &opts.label_selector {
             wc = wc.labels(selector);
         }
+        // What enters kube-runtime's queue is reported to the work queue metrics here (triggers, resyncs)
+        // and in `reconcile_one` (requeues), since the queue itself is private.
+        let wq = metrics.workqueue().clone();
+        let queue_name = self.name.clone();
         let trigger = watcher(api, wc)
             .default_backoff()
             .reflect(writer)
             .applied_objects()
-            .predicate_filter(desired_state_hash, PredicateConfig::default());
+            .predicate_filter(desired_state_hash, PredicateConfig::default())
+            .inspect_ok(move |obj: &K| wq.add(&queue_name, &key(obj)));
         let mut controller = Controller::for_stream(trigger, reader.clone())
             .with_config(Config::default().concurrency(opts.max_concurrent.max(1)));
         if let Some(every) = opts.sync_interval.filter(|d| !d.is_zero()) {
-            controller = controller.reconcile_all_on(ticks(every));
+            let (wq, queue_name, all) = (metrics.workqueue().clone(), self.name.clone(), reader.clone());
+            let resync = ticks(every).inspect(move |()| {
+                for obj in all.state() {
+                    wq.add(&queue_name, &key(obj.as_ref()));
+                }
+            });
+            controller = controller.reconcile_all_on(resync);
         }
         tracing::info!(controller = %self.name, "starting");
         // Reconciles report their own outcome (events, conditions, metrics by requeue kind) and back off by
@@ -177,6 +189,7 @@ where
         let state = record_state::<K>(reader.clone(), mr_metrics, opts.poll_state_metric);
         let run = ControllerBuilder::new(self.name.clone(), controller)
             .workqueue(metrics.workqueue())
+            .failures_metrics(metrics.reconcile())
             .run(ctx.token(), reconcile_one::<K, C>, shared);
         tokio::select! {
             _ = run => {}
@@ -226,6 +239,7 @@ where
     if let Some(limiter) = &shared.options.rate_limiter
         && let Some(wait) = limiter.when(&key)
     {
+        shared.workqueue.add_after(&shared.name, &key, wait);
         return Ok(Action::requeue(wait));
     }
     if shared.client.check().is_err() {
@@ -234,25 +248,29 @@ where
     let timer = shared.metrics.start(&shared.name);
     tracing::trace!(resource = %obj.name_any(), "reconciling");
     let requeue = reconciler::reconcile(&shared, (*obj).clone()).await;
-    let (action, result) = match requeue {
+    let (delay, result) = match requeue {
         Requeue::After(d) => {
             shared.backoff.succeed(&key);
-            (Action::requeue(d), ReconcileResult::RequeueAfter)
+            (Some(d), ReconcileResult::RequeueAfter)
         }
         Requeue::Immediately => {
             shared.backoff.succeed(&key);
-            (Action::requeue(Duration::ZERO), ReconcileResult::Requeue)
+            (Some(Duration::ZERO), ReconcileResult::Requeue)
         }
         Requeue::Never => {
             shared.backoff.succeed(&key);
-            (Action::await_change(), ReconcileResult::Success)
+            (None, ReconcileResult::Success)
         }
         Requeue::Backoff => {
             shared.workqueue.retry(&shared.name);
-            (Action::requeue(shared.backoff.fail(&key)), ReconcileResult::Error)
+            (Some(shared.backoff.fail(&key)), ReconcileResult::Error)
         }
     };
+    let action = delay.map_or_else(Action::await_change, Action::requeue);
     timer.finish(result);
+    if let Some(delay) = delay {
+        shared.workqueue.add_after(&shared.name, &key, delay);
+    }
     Ok(action)
 }
 

@@ -131,6 +131,54 @@ pub trait ReconcileError: std::error::Error + Send + Sync + 'static {
     fn is_conflict(&self) -> bool {
         false
     }
+
+    /// Retrying cannot help (controller-runtime's `TerminalError`): counted in
+    /// `controller_runtime_terminal_reconcile_errors_total`, logged, and not requeued; the object waits for
+    /// a change.
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+/// How a reconcile run by [`ControllerBuilder`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Failure<E: std::error::Error + 'static> {
+    /// The reconcile returned an error.
+    #[error(transparent)]
+    Reconcile(E),
+    /// The reconcile panicked; the panic was recovered (controller-runtime's default `RecoverPanic`).
+    #[error("reconcile panicked: {0}")]
+    Panic(String),
+    /// The reconcile ran past the controller's timeout (controller-runtime's `ReconciliationTimeout`).
+    #[error("reconcile timed out after {0:?}")]
+    Timeout(Duration),
+}
+
+/// Runs one reconcile as controller-runtime's controller does: a panic is recovered and returned as
+/// [`Failure::Panic`], and with a `timeout` the reconcile is cancelled when it runs past it.
+pub async fn guarded<T, E: std::error::Error + 'static>(
+    reconcile: impl Future<Output = Result<T, E>>,
+    timeout: Option<Duration>,
+) -> Result<T, Failure<E>> {
+    let caught = std::panic::AssertUnwindSafe(reconcile).catch_unwind();
+    let outcome = match timeout {
+        Some(limit) => match tokio::time::timeout(limit, caught).await {
+            Ok(outcome) => outcome,
+            Err(_) => return Err(Failure::Timeout(limit)),
+        },
+        None => caught.await,
+    };
+    match outcome {
+        Ok(result) => result.map_err(Failure::Reconcile),
+        Err(payload) => {
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "(no message)".to_owned());
+            Err(Failure::Panic(message))
+        }
+    }
 }
 
 /// How long a conflicting write waits before it is retried.
@@ -149,6 +197,11 @@ const CONFLICT_RETRY: Duration = Duration::from_secs(1);
 /// - every reconcile is timed into `controller_runtime_reconcile_*{controller}` (an `Ok` that waits for
 ///   a change is `success`, one that requeues is `requeue_after`, an `Err` is `error`), and the work
 ///   queue into `workqueue_*{name,controller}` as far as kube-runtime shows it ([`crate::workqueue`]);
+/// - a panicking reconcile is recovered, counted in `controller_runtime_reconcile_panics_total` and
+///   retried with backoff, as controller-runtime does by default; with [`Self::timeout`] a reconcile that
+///   runs too long is cancelled and counted in `controller_runtime_reconcile_timeouts_total`; an error
+///   that says it is terminal ([`ReconcileError::is_terminal`]) is counted in
+///   `controller_runtime_terminal_reconcile_errors_total` and not retried;
 /// - an `Ok` forgets the object's failures; an `Err` is logged with its whole source chain and retried
 ///   after the object's next [`Backoff`] step, unless the term ended ([`ReconcileError::is_not_leader`]:
 ///   wait) or the write conflicted ([`ReconcileError::is_conflict`]: retry in a second, quietly);
@@ -164,6 +217,8 @@ where
     controller: Controller<K>,
     backoff: Backoff,
     metrics: Option<ReconcileMetrics>,
+    times_itself: bool,
+    timeout: Option<Duration>,
     workqueue: Option<WorkqueueMetrics>,
 }
 
@@ -173,6 +228,8 @@ struct Shared<Ctx> {
     name: String,
     backoff: Backoff,
     metrics: Option<ReconcileMetrics>,
+    times_itself: bool,
+    timeout: Option<Duration>,
     workqueue: Option<WorkqueueMetrics>,
 }
 
@@ -187,9 +244,17 @@ pub fn result_of<E>(result: &Result<Action, E>) -> ReconcileResult {
 
 fn key<K: kube::Resource>(obj: &K) -> String {
     let meta = obj.meta();
-    match meta.namespace.as_deref() {
-        Some(ns) => format!("{ns}/{}", meta.name.as_deref().unwrap_or_default()),
-        None => meta.name.clone().unwrap_or_default(),
+    object_key(
+        meta.namespace.as_deref(),
+        meta.name.as_deref().unwrap_or_default(),
+    )
+}
+
+/// An object's key in the work queue metrics and the backoff: `namespace/name`, or `name`.
+pub fn object_key(namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_owned(),
     }
 }
 
@@ -206,8 +271,27 @@ where
             controller,
             backoff: Backoff::default(),
             metrics: None,
+            times_itself: false,
+            timeout: None,
             workqueue: None,
         }
+    }
+
+    /// Cancels a reconcile that runs longer than `limit` (controller-runtime's `ReconciliationTimeout`,
+    /// off by default as there): it counts in `controller_runtime_reconcile_timeouts_total` and is
+    /// retried with backoff.
+    pub fn timeout(mut self, limit: Duration) -> Self {
+        self.timeout = Some(limit);
+        self
+    }
+
+    /// For a reconcile that records its own outcomes in `metrics`: records only what it cannot, a panic
+    /// or a timeout (as `result="error"`, plus `controller_runtime_reconcile_{panics,timeouts}_total`).
+    pub fn failures_metrics(mut self, metrics: &ReconcileMetrics) -> Self {
+        metrics.register_controller(&self.name);
+        self.metrics = Some(metrics.clone());
+        self.times_itself = true;
+        self
     }
 
     /// Sets the per-object backoff after failures.
@@ -249,8 +333,13 @@ where
             name: self.name.clone(),
             backoff: self.backoff,
             metrics: self.metrics,
+            times_itself: self.times_itself,
+            timeout: self.timeout,
             workqueue: self.workqueue,
         });
+        let workqueue = shared.workqueue.clone();
+        let queue_metrics = workqueue.clone();
+        let name = self.name.clone();
         let store = self.controller.store();
         let stream = self
             .controller
@@ -259,35 +348,67 @@ where
                 move |obj: Arc<K>, shared: Arc<Shared<Ctx>>| {
                     let fut = reconcile(obj.clone(), shared.ctx.clone());
                     async move {
-                        let _work = shared.workqueue.as_ref().map(|w| w.start(&shared.name));
-                        let timer = shared.metrics.as_ref().map(|m| m.start(&shared.name));
-                        let result = fut.await;
-                        if let Some(timer) = timer {
-                            timer.finish(result_of(&result));
+                        let key = key(obj.as_ref());
+                        let _work = shared.workqueue.as_ref().map(|w| w.start_item(&shared.name, &key));
+                        let started = std::time::Instant::now();
+                        let result = guarded(fut, shared.timeout).await;
+                        if let Some(m) = &shared.metrics {
+                            match &result {
+                                Err(Failure::Panic(_)) => m.panicked(&shared.name),
+                                Err(Failure::Timeout(_)) => m.timed_out(&shared.name),
+                                _ => {}
+                            }
+                            let failed = matches!(result, Err(Failure::Panic(_) | Failure::Timeout(_)));
+                            if !shared.times_itself || failed {
+                                m.observe(&shared.name, result_of(&result), started.elapsed());
+                            }
                         }
                         if result.is_ok() {
-                            shared.backoff.succeed(&key(obj.as_ref()));
+                            shared.backoff.succeed(&key);
                         }
                         result
                     }
                 },
-                |obj: Arc<K>, e: &E, shared: Arc<Shared<Ctx>>| {
-                    if e.is_not_leader() {
-                        return Action::await_change();
+                |obj: Arc<K>, e: &Failure<E>, shared: Arc<Shared<Ctx>>| {
+                    let key = key(obj.as_ref());
+                    if let Failure::Reconcile(e) = e {
+                        if e.is_not_leader() {
+                            return Action::await_change();
+                        }
+                        if e.is_terminal() {
+                            if let Some(m) = &shared.metrics {
+                                m.terminal_error(&shared.name);
+                            }
+                            tracing::warn!(controller = %shared.name, object = %key, error = %error_chain(e), "reconcile failed; not retried until the object changes");
+                            return Action::await_change();
+                        }
                     }
+                    let delay = if matches!(e, Failure::Reconcile(e) if e.is_conflict()) {
+                        CONFLICT_RETRY
+                    } else {
+                        tracing::warn!(controller = %shared.name, object = %key, error = %error_chain(e), "reconcile failed");
+                        shared.backoff.fail(&key)
+                    };
                     if let Some(w) = &shared.workqueue {
                         w.retry(&shared.name);
+                        // Back into the queue after the delay (counted only where the queue is tracked).
+                        w.add_after(&shared.name, &key, delay);
                     }
-                    if e.is_conflict() {
-                        return Action::requeue(CONFLICT_RETRY);
-                    }
-                    let key = key(obj.as_ref());
-                    tracing::warn!(controller = %shared.name, object = %key, error = %error_chain(e), "reconcile failed");
-                    Action::requeue(shared.backoff.fail(&key))
+                    Action::requeue(delay)
                 },
                 shared,
-            );
-        drive(&self.name, token, store, stream).await
+            )
+            .inspect(move |item| {
+                // kube-runtime let the object go without a reconcile: it left the queue.
+                if let (Some(w), Err(controller::Error::ObjectNotFound(r))) = (&workqueue, item) {
+                    w.dropped(&name, &object_key(r.namespace.as_deref(), &r.name));
+                }
+            });
+        let dropped = drive(&self.name, token, store, stream).await;
+        if let Some(w) = &queue_metrics {
+            w.clear_queue(&self.name);
+        }
+        dropped
     }
 }
 
@@ -336,5 +457,42 @@ mod tests {
         let missing = watcher::Error::InitialListFailed(kube::Error::Api(Box::new(status(404, "NotFound"))));
         let m = watch_error_message(&missing);
         assert!(m.contains("CustomResourceDefinition installed"), "{m}");
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("plain failure")]
+    struct Plain;
+
+    #[tokio::test]
+    async fn guarded_recovers_panics_and_cuts_at_the_timeout() {
+        let ok = guarded(async { Ok::<_, Plain>(1) }, None).await;
+        assert!(matches!(ok, Ok(1)));
+        let err = guarded(async { Err::<(), _>(Plain) }, None).await;
+        assert!(matches!(err, Err(Failure::Reconcile(Plain))));
+        let boom = guarded(
+            async {
+                if true {
+                    panic!("boom {}", 42);
+                }
+                Ok::<(), Plain>(())
+            },
+            None,
+        )
+        .await;
+        match boom {
+            Err(Failure::Panic(m)) => assert_eq!(m, "boom 42"),
+            other => panic!("expected a recovered panic, got {other:?}"),
+        }
+        let slow = guarded(
+            async {
+                std::future::pending::<()>().await;
+                Ok::<(), Plain>(())
+            },
+            Some(Duration::from_millis(10)),
+        )
+        .await;
+        assert!(matches!(slow, Err(Failure::Timeout(d)) if d == Duration::from_millis(10)));
+        let err: Result<Action, Failure<Plain>> = Err(Failure::Panic("x".into()));
+        assert_eq!(result_of(&err), ReconcileResult::Error);
     }
 }

@@ -39,7 +39,7 @@
 //! the term's client),
 //! [`term`] (what gated work receives), [`runnable`] (always-runnables), [`readiness`], [`health`],
 //! [`metrics`] (the registry and controller-runtime's reconcile metrics), [`workqueue`] (controller-runtime's
-//! `workqueue_*`), [`rest_metrics`] (client-go's `rest_client_requests_total`), [`admin`] (the HTTP endpoints), and the crate-private supervisor, task group and signal
+//! `workqueue_*`), [`process_metrics`] (the `process_*` series the prometheus crate lacks), [`rest_metrics`] (client-go's `rest_client_requests_total`), [`admin`] (the HTTP endpoints), and the crate-private supervisor, task group and signal
 //! handling. Why gating works as it does is in the supervisor's docs, repeated on [`Manager::run`].
 #![forbid(unsafe_code)]
 
@@ -58,6 +58,7 @@ pub mod health;
 pub mod logging;
 mod manager;
 pub mod metrics;
+pub mod process_metrics;
 pub mod rbac;
 pub mod readiness;
 pub mod rest_metrics;

@@ -1,7 +1,7 @@
 //! The metrics registry and controller-runtime-compatible reconcile metrics.
 //!
 //! One [`prometheus::Registry`] holds everything `/metrics` serves: the elector's
-//! `leader_election_master_status`, process metrics (`process_*`), and the reconcile metrics below, with
+//! `leader_election_master_status`, process metrics (`process_*`, with [`crate::process_metrics`]), and the reconcile metrics below, with
 //! controller-runtime's names, labels and buckets so existing dashboards and alerts keep working.
 
 use std::any::{Any, TypeId};
@@ -44,6 +44,8 @@ impl Metrics {
         registry.register(Box::new(
             prometheus::process_collector::ProcessCollector::for_self(),
         ))?;
+        #[cfg(target_os = "linux")]
+        registry.register(Box::new(crate::process_metrics::ProcessExtras::new()?))?;
         let workqueue = WorkqueueMetrics::new(&registry)?;
         let mut reconcile = ReconcileMetrics::new(&registry)?;
         reconcile.workqueue = Some(workqueue.clone());
@@ -135,11 +137,16 @@ impl ReconcileResult {
 
 /// `controller_runtime_reconcile_total{controller,result}`, `controller_runtime_reconcile_errors_total
 /// {controller}`, `controller_runtime_reconcile_time_seconds{controller}` and
-/// `controller_runtime_max_concurrent_reconciles{controller}` (set by controllers with a limit).
+/// `controller_runtime_max_concurrent_reconciles{controller}` (set by controllers with a limit), and the
+/// rare outcomes `controller_runtime_{reconcile_panics,reconcile_timeouts,terminal_reconcile_errors}_total
+/// {controller}` (counted by [`ControllerBuilder`](crate::controller::ControllerBuilder)).
 #[derive(Clone)]
 pub struct ReconcileMetrics {
     total: IntCounterVec,
     errors: IntCounterVec,
+    panics: IntCounterVec,
+    timeouts: IntCounterVec,
+    terminal: IntCounterVec,
     time: HistogramVec,
     max_concurrent: IntGaugeVec,
     /// The work queue series of the same registry, when made by [`Metrics::new`]: a
@@ -165,6 +172,19 @@ impl ReconcileMetrics {
             ),
             &["controller"],
         )?;
+        let counter = |name: &str, help: &str| IntCounterVec::new(Opts::new(name, help), &["controller"]);
+        let panics = counter(
+            "controller_runtime_reconcile_panics_total",
+            "Total number of reconciliation panics per controller",
+        )?;
+        let timeouts = counter(
+            "controller_runtime_reconcile_timeouts_total",
+            "Total number of reconciliation timeouts per controller",
+        )?;
+        let terminal = counter(
+            "controller_runtime_terminal_reconcile_errors_total",
+            "Total number of terminal reconciliation errors per controller",
+        )?;
         let time = HistogramVec::new(
             HistogramOpts::new(
                 "controller_runtime_reconcile_time_seconds",
@@ -184,9 +204,15 @@ impl ReconcileMetrics {
         registry.register(Box::new(total.clone()))?;
         registry.register(Box::new(errors.clone()))?;
         registry.register(Box::new(time.clone()))?;
+        registry.register(Box::new(panics.clone()))?;
+        registry.register(Box::new(timeouts.clone()))?;
+        registry.register(Box::new(terminal.clone()))?;
         Ok(Self {
             total,
             errors,
+            panics,
+            timeouts,
+            terminal,
             time,
             max_concurrent,
             workqueue: None,
@@ -204,6 +230,24 @@ impl ReconcileMetrics {
             self.total.with_label_values(&[controller, r.label()]);
         }
         self.errors.with_label_values(&[controller]);
+        self.panics.with_label_values(&[controller]);
+        self.timeouts.with_label_values(&[controller]);
+        self.terminal.with_label_values(&[controller]);
+    }
+
+    /// A reconcile of `controller` panicked (and was recovered, as controller-runtime does by default).
+    pub fn panicked(&self, controller: &str) {
+        self.panics.with_label_values(&[controller]).inc();
+    }
+
+    /// A reconcile of `controller` ran past its controller's reconcile timeout.
+    pub fn timed_out(&self, controller: &str) {
+        self.timeouts.with_label_values(&[controller]).inc();
+    }
+
+    /// A reconcile of `controller` failed with an error that is not retried.
+    pub fn terminal_error(&self, controller: &str) {
+        self.terminal.with_label_values(&[controller]).inc();
     }
 
     /// Sets `controller_runtime_max_concurrent_reconciles{controller}`: how many reconciles of
@@ -267,6 +311,9 @@ mod tests {
             .start("counter")
             .finish(ReconcileResult::RequeueAfter);
         m.reconcile().set_max_concurrent("counter", 10);
+        m.reconcile().panicked("counter");
+        m.reconcile().timed_out("counter");
+        m.reconcile().terminal_error("counter");
         let text = m.render();
         for line in [
             r#"controller_runtime_reconcile_total{controller="counter",result="success"} 1"#,
@@ -277,6 +324,11 @@ mod tests {
             r#"controller_runtime_reconcile_time_seconds_count{controller="counter"} 3"#,
             r#"controller_runtime_reconcile_time_seconds_bucket{controller="counter",le="0.005"} 2"#,
             r#"controller_runtime_max_concurrent_reconciles{controller="counter"} 10"#,
+            r#"controller_runtime_reconcile_panics_total{controller="counter"} 1"#,
+            r#"controller_runtime_reconcile_timeouts_total{controller="counter"} 1"#,
+            r#"controller_runtime_terminal_reconcile_errors_total{controller="counter"} 1"#,
+            r#"controller_runtime_reconcile_panics_total{controller="idle"} 0"#,
+            r#"controller_runtime_terminal_reconcile_errors_total{controller="idle"} 0"#,
         ] {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }

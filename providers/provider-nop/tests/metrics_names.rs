@@ -243,6 +243,22 @@ async fn metric_names_match_upstream() -> Result<()> {
             && sample(&text, "workqueue_work_duration_seconds_count", &wq).is_some_and(|v| v >= 1.0),
         "workqueue series of {CONTROLLER} missing:\n{text}"
     );
+    // The NopResource entered the queue (created) and left it for a worker at least once.
+    ensure!(
+        sample(&text, "workqueue_queue_duration_seconds_count", &wq).is_some_and(|v| v >= 1.0)
+            && sample(&text, "workqueue_depth", &wq).is_some(),
+        "workqueue depth or queue duration of {CONTROLLER} missing:\n{text}"
+    );
+    for name in [
+        "controller_runtime_reconcile_panics_total",
+        "controller_runtime_reconcile_timeouts_total",
+        "controller_runtime_terminal_reconcile_errors_total",
+    ] {
+        ensure!(
+            sample(&text, name, &controller) == Some(0.0),
+            "{name}{{controller=\"{CONTROLLER}\"}} is not 0:\n{text}"
+        );
+    }
     ensure!(
         sample(&text, "controller_runtime_reconcile_errors_total", &controller).is_some(),
         "errors series missing"
