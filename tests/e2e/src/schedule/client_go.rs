@@ -4,10 +4,13 @@
 //! against its own terms. client-go checks nothing before a write, so a frozen client-go leader's late
 //! writes are stopped only by the fence, and each must come back refused.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use anyhow::Context;
+use anyhow::{Context, bail};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::Api;
 
+use super::replica::CLIENT_GO_WORK;
 use super::world::World;
 use super::{Group, TAKEOVER_TIMEOUT};
 
@@ -51,10 +54,26 @@ impl World<'_> {
         }
         let took = took?;
         if took != go {
-            anyhow::bail!("client-go's candidate {go} did not take the released Lease; {took} did");
+            bail!("client-go's candidate {go} did not take the released Lease; {took} did");
+        }
+        // It leads; wait until its work has written, so that a fault now catches it writing.
+        let cms: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.ns);
+        let deadline = Instant::now() + JOIN_TIMEOUT;
+        loop {
+            let cm = cms.get_opt(CLIENT_GO_WORK).await.ok().flatten();
+            if cm
+                .and_then(|c| c.data)
+                .is_some_and(|d| d.get("writer") == Some(&go))
+            {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!("client-go's candidate {go} leads but wrote nothing within {JOIN_TIMEOUT:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
         self.say(&format!(
-            "client-go's candidate {go} joined provider-nop's pool and leads"
+            "client-go's candidate {go} joined provider-nop's pool, leads and writes"
         ));
         Ok(())
     }

@@ -56,33 +56,42 @@ impl World<'_> {
                     self.join_client_go()
                         .await
                         .context("adding client-go's candidate")?;
+                    // Its first fault, while it leads and writes: frozen beyond its lease, as a
+                    // frozen client-go leader is what only the fence can stop.
+                    self.run_fault("go", Fault::Stop, Some(Group::Nop)).await?;
                 }
             }
             let fault = Fault::ALL[step % Fault::ALL.len()];
             let group = Group::ALL[(step + step / Fault::ALL.len()) % Group::ALL.len()];
             let group = (!fault.is_global()).then_some(group);
-            let begin = Timestamp::now();
-            let detail = self
-                .inject(fault, group)
-                .await
-                .with_context(|| format!("fault {step} ({fault} on {group:?})"))?;
-            self.check_processes().await;
-            self.faults.push(FaultRecord {
-                fault,
-                group,
-                start: begin,
-                end: Timestamp::now(),
-                detail: detail.clone(),
-            });
-            let who = group.map_or_else(|| "control plane".to_owned(), |g| g.to_string());
-            self.say(&format!(
-                "#{step:<3} {fault:<18} {who:<13} {detail} [{} changes]",
-                self.live_changes()
-            ));
-            // Let restarted replicas start watching before the next fault.
-            tokio::time::sleep(Duration::from_millis(500)).await;
+            self.run_fault(&step.to_string(), fault, group).await?;
             step += 1;
         }
+        Ok(())
+    }
+
+    /// Injects one fault, records it, and lets restarted replicas settle before the next.
+    async fn run_fault(&mut self, label: &str, fault: Fault, group: Option<Group>) -> anyhow::Result<()> {
+        let begin = Timestamp::now();
+        let detail = self
+            .inject(fault, group)
+            .await
+            .with_context(|| format!("fault {label} ({fault} on {group:?})"))?;
+        self.check_processes().await;
+        self.faults.push(FaultRecord {
+            fault,
+            group,
+            start: begin,
+            end: Timestamp::now(),
+            detail: detail.clone(),
+        });
+        let who = group.map_or_else(|| "control plane".to_owned(), |g| g.to_string());
+        self.say(&format!(
+            "#{label:<3} {fault:<18} {who:<13} {detail} [{} changes]",
+            self.live_changes()
+        ));
+        // Let restarted replicas start watching before the next fault.
+        tokio::time::sleep(Duration::from_millis(500)).await;
         Ok(())
     }
 }
