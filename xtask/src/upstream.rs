@@ -86,6 +86,13 @@ const NATIVE: &[(&str, &str, &str, &str, &str)] = &[
         ":8081",
         "same (alias of `--health-probe-bind-address`)",
     ),
+    (
+        "provider-kubernetes",
+        "(environment only)",
+        "WEBHOOK_TLS_CERT_DIR`, `TLS_SERVER_CERTS_DIR",
+        "/tls/server",
+        "same; with neither set and no `/tls/server/tls.crt`, a self-signed certificate kept in a Secret",
+    ),
 ];
 
 /// Upstream's served versions of the CRDs crossplane-rs also ships (storage version marked).

@@ -3,8 +3,9 @@
 //! path `/convert`.
 //!
 //! The serving certificate comes from the directory in `WEBHOOK_TLS_CERT_DIR` or `TLS_SERVER_CERTS_DIR`
-//! (upstream's variables; `tls.crt`, `tls.key`, optionally `ca.crt`) when one is set. Otherwise (there is
-//! no package manager to make one) the provider self-signs a CA and a certificate for its Service once,
+//! (upstream's variables; `tls.crt`, `tls.key`, optionally `ca.crt`) when one is set, or from upstream's
+//! default `/tls/server` when it holds a `tls.crt`. Otherwise (there is no package manager to make one)
+//! the provider self-signs a CA and a certificate for its Service once,
 //! keeps them in the Secret [`SECRET`] of its namespace, which every replica shares, and keeps that CA
 //! in the CRD's `caBundle` (checked every minute). A `ca.crt` in the directory is kept there as well.
 //!
@@ -40,6 +41,8 @@ pub const CRD: &str = "objects.kubernetes.crossplane.io";
 pub const SECRET: &str = "provider-kubernetes-webhook-tls";
 /// Upstream's certificate directory variables, in the order it reads them.
 pub const CERT_DIR_ENV: [&str; 2] = ["WEBHOOK_TLS_CERT_DIR", "TLS_SERVER_CERTS_DIR"];
+/// Upstream's certificate directory when neither variable is set.
+pub const DEFAULT_CERT_DIR: &str = "/tls/server";
 /// How often the CRD's `caBundle` is checked.
 const CA_BUNDLE_CHECK: Duration = Duration::from_secs(60);
 /// How often a taken port is tried again.
@@ -81,12 +84,17 @@ fn port(options: &Options) -> Result<u16, String> {
     }
 }
 
-/// The certificate directory from upstream's variables, if one is set.
+/// The certificate directory: upstream's variables, else upstream's default directory if it holds a
+/// certificate, else none (self-signed).
 fn cert_dir() -> Option<PathBuf> {
     CERT_DIR_ENV
         .iter()
         .find_map(|k| std::env::var_os(k).filter(|v| !v.is_empty()))
         .map(PathBuf::from)
+        .or_else(|| {
+            let default = PathBuf::from(DEFAULT_CERT_DIR);
+            default.join("tls.crt").exists().then_some(default)
+        })
 }
 
 /// The namespace of the certificate Secret: the Lease's, else `POD_NAMESPACE`, else the Service's.
