@@ -1,7 +1,8 @@
 //! The cluster-scoped Object's v1alpha1 on the real apiserver, converted by the provider's webhook: an
 //! upstream v1alpha1 manifest applies unchanged, reads back as v1alpha2 and v1alpha1 and becomes Ready;
 //! a CRD whose `storedVersions` include v1alpha1 (as an upstream install's may) takes ours over it; and
-//! with the webhook down the apiserver says which webhook failed.
+//! with the webhook down the apiserver says which webhook failed. A standby replica (another holds the
+//! Lease) serves conversion too.
 //!
 //! The apiserver of the test bed runs on this host, so the CRD's conversion points at the provider
 //! process with `url: https://127.0.0.1:<port>/convert` instead of deploy/'s Service. The provider
@@ -378,6 +379,103 @@ async fn our_crd_applies_over_stored_v1alpha1() -> Result<()> {
     delete_object(&client, &name)
         .await
         .with_context(|| p.log_text())?;
+    install_crds(&client, &[ours()?]).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_standby_replica_serves_conversion() -> Result<()> {
+    use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+
+    let _lock = CRD_LOCK.lock().await;
+    let c = cluster();
+    let client = c.client().await?;
+    let ns = c.namespace("k8s-standby").await?;
+    let port = free_port()?;
+    install_crds(&client, &others()?).await?;
+    install_crds(&client, &[at_local_webhook(ours()?, port, None)?]).await?;
+    // Someone else holds the Lease for an hour: this replica stays a standby throughout.
+    let now = MicroTime(jiff::Timestamp::now());
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    leases
+        .create(
+            &PostParams::default(),
+            &Lease {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(LEASE.into()),
+                    ..Default::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some("someone-else".into()),
+                    lease_duration_seconds: Some(3600),
+                    acquire_time: Some(now.clone()),
+                    renew_time: Some(now),
+                    ..Default::default()
+                }),
+            },
+        )
+        .await?;
+    let config = provider_config(&client, &ns).await?;
+    let p = start("k8s-standby", &ns, port)?;
+    let ca = provider_ca(&client, &ns, &p).await?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    eventually(
+        "the standby sets the CRD's caBundle",
+        Duration::from_secs(60),
+        || {
+            let (crds, ca) = (crds.clone(), ca.clone());
+            async move {
+                let crd = crds.get(CRD).await?;
+                let bundle = crd
+                    .spec
+                    .conversion
+                    .and_then(|c| c.webhook)
+                    .and_then(|w| w.client_config)
+                    .and_then(|c| c.ca_bundle);
+                Ok(bundle.is_some_and(|b| b.0 == ca))
+            }
+        },
+    )
+    .await?;
+
+    let (name, manifest) = upstream_object(&ns, &config)?;
+    let v1 = objects(&client, "v1alpha1");
+    let obj: DynamicObject = serde_json::from_value(manifest)?;
+    let v1c = v1.clone();
+    eventually(
+        "the standby converts a v1alpha1 create",
+        Duration::from_secs(60),
+        move || {
+            let (v1, obj) = (v1c.clone(), obj.clone());
+            async move {
+                match v1.create(&PostParams::default(), &obj).await {
+                    Ok(_) => Ok(true),
+                    Err(kube::Error::Api(e)) if e.message.contains("conversion webhook") => Ok(false),
+                    Err(e) => Err(e.into()),
+                }
+            }
+        },
+    )
+    .await
+    .with_context(|| p.log_text())?;
+    let as_v1 = serde_json::to_value(v1.get(&name).await?)?;
+    ensure!(
+        as_v1["spec"]["managementPolicy"] == "ObserveCreateUpdate",
+        "{as_v1}"
+    );
+    let holder = common::lease_holder(&client, &ns, LEASE).await?;
+    ensure!(
+        holder.as_deref() == Some("someone-else"),
+        "the replica took the Lease: {holder:?}"
+    );
+    ensure!(
+        condition(&as_v1, "Ready").is_none(),
+        "a standby reconciled the Object: {as_v1}"
+    );
+
+    // Never reconciled, so no finalizer: it deletes without the leader.
+    delete_object(&client, &name).await?;
     install_crds(&client, &[ours()?]).await?;
     Ok(())
 }
