@@ -9,14 +9,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use kube::api::{ObjectMeta, PostParams};
-use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
-    KeyPair, KeyUsagePurpose,
-};
+use pki::{Ca, Usage};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
@@ -63,35 +58,13 @@ impl ServingCert {
 
     /// A new CA named `ca_name`, and a certificate it signs for `hosts` (DNS names or IP addresses).
     pub fn self_signed(ca_name: &str, hosts: &[String]) -> Result<Self, Error> {
-        let mut ca = CertificateParams::new(Vec::<String>::new())?;
-        ca.distinguished_name = DistinguishedName::new();
-        ca.distinguished_name.push(DnType::CommonName, ca_name);
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        let ca_key = KeyPair::generate()?;
-        let ca_cert = ca.self_signed(&ca_key)?;
-        let issuer = Issuer::new(ca, &ca_key);
-
-        let mut leaf = CertificateParams::new(hosts.to_vec())?;
-        leaf.distinguished_name = DistinguishedName::new();
-        if let Some(first) = hosts.first() {
-            leaf.distinguished_name.push(DnType::CommonName, first.as_str());
-        }
-        leaf.key_usages = vec![
-            KeyUsagePurpose::DigitalSignature,
-            KeyUsagePurpose::KeyEncipherment,
-        ];
-        leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        let key = KeyPair::generate()?;
-        let cert = leaf.signed_by(&key, &issuer)?;
+        let ca = Ca::generate(ca_name)?;
+        let cn = hosts.first().map_or(ca_name, String::as_str);
+        let issued = ca.issue(cn, hosts, Usage::Server)?;
         Ok(Self {
-            cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
-            ca_pem: Some(ca_cert.pem()),
+            cert_pem: issued.cert_pem,
+            key_pem: issued.key_pem,
+            ca_pem: Some(ca.cert_pem().to_owned()),
         })
     }
 
@@ -113,22 +86,12 @@ impl ServingCert {
             Some(s) => s,
             None => {
                 let cert = Self::self_signed(&format!("{name}-ca"), hosts)?;
-                match api
-                    .create(&PostParams::default(), &cert.secret(namespace, name))
+                pki::secret::create_or_get(&api, &cert.secret(namespace, name))
                     .await
-                {
-                    Ok(s) => s,
-                    Err(kube::Error::Api(e)) if e.code == 409 => {
-                        api.get(name).await.map_err(kube_err("cannot read"))?
-                    }
-                    Err(e) => return Err(kube_err("cannot create")(e)),
-                }
+                    .map_err(kube_err("cannot create"))?
             }
         };
-        let field = |key: &str| {
-            let bytes = stored.data.as_ref().and_then(|d| d.get(key)).map(|b| b.0.clone());
-            bytes.and_then(|b| String::from_utf8(b).ok())
-        };
+        let field = |key: &str| pki::secret::text(&stored, key);
         let bad = |key: &str| Error::Pem {
             what: what.clone(),
             message: format!("no {key}; delete the Secret and a new certificate is made"),
@@ -144,22 +107,13 @@ impl ServingCert {
 
     fn secret(&self, namespace: &str, name: &str) -> Secret {
         let mut data = BTreeMap::from([
-            (CERT.to_owned(), ByteString(self.cert_pem.clone().into_bytes())),
-            (KEY.to_owned(), ByteString(self.key_pem.clone().into_bytes())),
+            (CERT.to_owned(), self.cert_pem.clone().into_bytes()),
+            (KEY.to_owned(), self.key_pem.clone().into_bytes()),
         ]);
         if let Some(ca) = &self.ca_pem {
-            data.insert(CA.to_owned(), ByteString(ca.clone().into_bytes()));
+            data.insert(CA.to_owned(), ca.clone().into_bytes());
         }
-        Secret {
-            metadata: ObjectMeta {
-                name: Some(name.to_owned()),
-                namespace: Some(namespace.to_owned()),
-                ..Default::default()
-            },
-            type_: Some("kubernetes.io/tls".into()),
-            data: Some(data),
-            ..Default::default()
-        }
+        pki::secret::tls(namespace, name, data)
     }
 
     /// The rustls server configuration serving this certificate (HTTP/1.1). `what` names the source in

@@ -41,7 +41,7 @@ pub enum Error {
     },
     /// Generating a certificate failed.
     #[error("cannot generate the serving certificate: {0}")]
-    Generate(#[from] rcgen::Error),
+    Generate(#[from] pki::Error),
     /// rustls refused the certificate and key.
     #[error("cannot use the serving certificate: {0}")]
     Tls(#[from] rustls::Error),
