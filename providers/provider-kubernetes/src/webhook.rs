@@ -9,8 +9,10 @@
 //! keeps them in the Secret [`SECRET`] of its namespace, which every replica shares, and keeps that CA
 //! in the CRD's `caBundle` (checked every minute). A `ca.crt` in the directory is kept there as well.
 //!
-//! A port that cannot be bound is retried every 5 s with an error in the log rather than stopping the
-//! provider: its controllers do not depend on the webhook. Conversion of Objects fails meanwhile, and the
+//! A port that cannot be bound, or a Secret that cannot be read or created (with `deploy/fencing` on,
+//! only the Lease holder may create it; a standby waits until it has), is retried every 5 s with the
+//! reason in the log rather than stopping the provider: its controllers do not depend on the webhook.
+//! For the same reason a standby's `caBundle` patch is refused under the fence; the leader's is not. Conversion of Objects fails meanwhile, and the
 //! apiserver says so to the client (see the README).
 
 use std::net::{Ipv4Addr, SocketAddr};
@@ -45,8 +47,8 @@ pub const CERT_DIR_ENV: [&str; 2] = ["WEBHOOK_TLS_CERT_DIR", "TLS_SERVER_CERTS_D
 pub const DEFAULT_CERT_DIR: &str = "/tls/server";
 /// How often the CRD's `caBundle` is checked.
 const CA_BUNDLE_CHECK: Duration = Duration::from_secs(60);
-/// How often a taken port is tried again.
-const BIND_RETRY: Duration = Duration::from_secs(5);
+/// How often a taken port, or a certificate Secret that cannot be read or created, is tried again.
+const RETRY: Duration = Duration::from_secs(5);
 
 /// Adds v1alpha1 (served, deprecated, not stored) to the Object CRD `crd` and points its conversion at
 /// the webhook through the provider's Service, as upstream's CRD does.
@@ -123,9 +125,20 @@ pub fn register(mgr: &mut Manager, options: &Options) {
                 // For a webhook reached as `url: https://127.0.0.1:<port>/convert` (a provider run outside
                 // the cluster, the tests).
                 hosts.extend(["localhost".to_owned(), "127.0.0.1".to_owned()]);
-                ServingCert::in_secret(ctx.client(), &ns, SECRET, &hosts)
-                    .await
-                    .map_err(|e| e.to_string())?
+                // Retried, not fatal: with deploy/fencing on, only the leader may create the Secret, and
+                // a standby waits until it has.
+                loop {
+                    match ServingCert::in_secret(ctx.client(), &ns, SECRET, &hosts).await {
+                        Ok(c) => break c,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "conversion webhook has no certificate yet; retrying in 5 s");
+                            tokio::select! {
+                                () = ctx.cancelled() => return Ok(()),
+                                () = tokio::time::sleep(RETRY) => {}
+                            }
+                        }
+                    }
+                }
             }
         };
         let tls = cert
@@ -148,7 +161,7 @@ pub fn register(mgr: &mut Manager, options: &Options) {
                     tracing::error!(error = %e, "conversion webhook not serving; retrying in 5 s");
                     tokio::select! {
                         () = ctx.cancelled() => return Ok::<(), String>(()),
-                        () = tokio::time::sleep(BIND_RETRY) => {}
+                        () = tokio::time::sleep(RETRY) => {}
                     }
                 }
             }
