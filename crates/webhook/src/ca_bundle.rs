@@ -52,8 +52,8 @@ pub async fn ensure(client: &kube::Client, crd: &str, ca_pem: &str) -> Result<bo
     Ok(true)
 }
 
-/// Runs [`ensure`] now and every `every` until `cancel`, logging failures (a missing CRD or permission
-/// is reported and retried, not fatal: the webhook itself keeps serving).
+/// Runs [`ensure`] now and every `every` until `cancel`. Failures are retried, not fatal (the webhook
+/// keeps serving), and logged once each ([`crate::Quiet`]).
 pub async fn keep(
     client: kube::Client,
     crd: String,
@@ -61,11 +61,16 @@ pub async fn keep(
     every: Duration,
     cancel: CancellationToken,
 ) {
+    let mut quiet = crate::Quiet::default();
     loop {
         match ensure(&client, &crd, &ca_pem).await {
-            Ok(true) => tracing::info!(crd = %crd, "conversion webhook caBundle set"),
-            Ok(false) => {}
-            Err(e) => tracing::warn!(crd = %crd, error = %e, "cannot keep the conversion webhook caBundle"),
+            Ok(patched) => {
+                quiet.clear();
+                if patched {
+                    tracing::info!(crd = %crd, "conversion webhook caBundle set");
+                }
+            }
+            Err(e) => quiet.report("cannot keep the conversion webhook caBundle", &e),
         }
         tokio::select! {
             () = cancel.cancelled() => return,

@@ -63,5 +63,39 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// The API server could not be reached (no answer at all, as opposed to a refusal): the caller
+    /// retries quietly, since an apiserver that cannot be reached does not call the webhook either, and
+    /// the leader elector already reports it.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, Error::Kube { source, .. } if !matches!(source, kube::Error::Api(_)))
+    }
+}
+
+/// Logs a repeated failure once: the first time and whenever its message changes at warn level, a
+/// repeat (or an unreachable apiserver, [`Error::is_unreachable`]) at debug level.
+#[derive(Debug, Default)]
+pub struct Quiet {
+    last: Option<String>,
+}
+
+impl Quiet {
+    /// Reports `error` from `what` (a short phrase: "cannot keep the caBundle").
+    pub fn report(&mut self, what: &str, error: &Error) {
+        let message = error.to_string();
+        if error.is_unreachable() || self.last.as_deref() == Some(message.as_str()) {
+            tracing::debug!(error = %message, "{what}");
+        } else {
+            tracing::warn!(error = %message, "{what}");
+        }
+        self.last = Some(message);
+    }
+
+    /// Forgets the last failure (the operation succeeded).
+    pub fn clear(&mut self) {
+        self.last = None;
+    }
+}
+
 /// Converts one object (JSON) to the desired `apiVersion`, or says why not.
 pub type Convert = dyn Fn(serde_json::Value, &str) -> Result<serde_json::Value, String> + Send + Sync;

@@ -5,15 +5,16 @@
 //! The serving certificate comes from the directory in `WEBHOOK_TLS_CERT_DIR` or `TLS_SERVER_CERTS_DIR`
 //! (upstream's variables; `tls.crt`, `tls.key`, optionally `ca.crt`) when one is set, or from upstream's
 //! default `/tls/server` when it holds a `tls.crt`. Otherwise (there is no package manager to make one)
-//! the provider self-signs a CA and a certificate for its Service once,
-//! keeps them in the Secret [`SECRET`] of its namespace, which every replica shares, and keeps that CA
-//! in the CRD's `caBundle` (checked every minute). A `ca.crt` in the directory is kept there as well.
+//! the provider self-signs a CA and a certificate for its Service once, keeps them in the Secret
+//! [`SECRET`] of its namespace, which every replica shares, and keeps that CA in the CRD's `caBundle`
+//! (checked every minute). A `ca.crt` in the directory is kept there as well.
 //!
 //! A port that cannot be bound, or a Secret that cannot be read or created (with `deploy/fencing` on,
 //! only the Lease holder may create it; a standby waits until it has), is retried every 5 s with the
-//! reason in the log rather than stopping the provider: its controllers do not depend on the webhook.
-//! For the same reason a standby's `caBundle` patch is refused under the fence; the leader's is not. Conversion of Objects fails meanwhile, and the
-//! apiserver says so to the client (see the README).
+//! reason in the log (once per distinct reason; not at all while the apiserver is unreachable, which the
+//! elector reports) rather than stopping the provider: its controllers do not depend on the webhook.
+//! Conversion of Objects fails meanwhile, and the apiserver says so to the client (see the README).
+//! Under the fence a standby's `caBundle` patch is refused too; the leader's is not.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -127,11 +128,15 @@ pub fn register(mgr: &mut Manager, options: &Options) {
                 hosts.extend(["localhost".to_owned(), "127.0.0.1".to_owned()]);
                 // Retried, not fatal: with deploy/fencing on, only the leader may create the Secret, and
                 // a standby waits until it has.
+                let mut quiet = webhook::Quiet::default();
                 loop {
                     match ServingCert::in_secret(ctx.client(), &ns, SECRET, &hosts).await {
                         Ok(c) => break c,
                         Err(e) => {
-                            tracing::warn!(error = %e, "conversion webhook has no certificate yet; retrying in 5 s");
+                            quiet.report(
+                                "conversion webhook has no certificate yet; retrying every 5 s",
+                                &e,
+                            );
                             tokio::select! {
                                 () = ctx.cancelled() => return Ok(()),
                                 () = tokio::time::sleep(RETRY) => {}
@@ -154,11 +159,12 @@ pub fn register(mgr: &mut Manager, options: &Options) {
             ));
         }
         let addr = SocketAddr::from((Ipv4Addr::UNSPECIFIED, port));
+        let mut quiet = webhook::Quiet::default();
         let server = loop {
             match Server::bind(addr).await {
                 Ok(s) => break s,
                 Err(e) => {
-                    tracing::error!(error = %e, "conversion webhook not serving; retrying in 5 s");
+                    quiet.report("conversion webhook not serving; retrying every 5 s", &e);
                     tokio::select! {
                         () = ctx.cancelled() => return Ok::<(), String>(()),
                         () = tokio::time::sleep(RETRY) => {}
