@@ -363,6 +363,24 @@ pub fn termination_grace(lease: &Defaults) -> u64 {
     (GRACEFUL_SHUTDOWN + lease.timings.renew_deadline + TERMINATION_SLACK).as_secs()
 }
 
+/// The port of `b`'s conversion webhook, when one of its CRDs converts through a webhook at its Service
+/// (named after the binary): the Service and the container port are generated for it.
+pub fn webhook_port(b: &Deployed) -> Option<i32> {
+    (b.crds)().iter().find_map(|crd| {
+        let service = crd
+            .spec
+            .conversion
+            .as_ref()?
+            .webhook
+            .as_ref()?
+            .client_config
+            .as_ref()?
+            .service
+            .as_ref()?;
+        (service.name == b.name).then(|| service.port.unwrap_or(443))
+    })
+}
+
 /// The objects of one binary's base, by file name, its image named under `registry`.
 pub fn base(b: &Deployed, registry: &Registry) -> Vec<(String, Value)> {
     let name = b.name;
@@ -474,6 +492,22 @@ pub fn base(b: &Deployed, registry: &Registry) -> Vec<(String, Value)> {
         }),
     ));
 
+    if let Some(port) = webhook_port(b) {
+        // The conversion webhook's Service: every replica serves the webhook, leader or not.
+        out.push((
+            "service.yaml".to_owned(),
+            json!({
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": meta(name),
+                "spec": {
+                    "selector": {"app.kubernetes.io/name": name},
+                    "ports": [{"name": "webhook", "port": port, "targetPort": "webhook", "protocol": "TCP"}],
+                },
+            }),
+        ));
+    }
+
     out.push(("deployment.yaml".to_owned(), deployment(b, registry)));
 
     let mut files: Vec<String> = out.iter().map(|(f, _)| f.clone()).collect();
@@ -531,6 +565,11 @@ pub(crate) fn deployment(b: &Deployed, registry: &Registry) -> Value {
     });
     if !b.args.is_empty() {
         container["args"] = json!(b.args);
+    }
+    if let Some(port) = webhook_port(b)
+        && let Some(ports) = container["ports"].as_array_mut()
+    {
+        ports.push(json!({"name": "webhook", "containerPort": port, "protocol": "TCP"}));
     }
     json!({
         "apiVersion": "apps/v1",

@@ -86,6 +86,13 @@ const NATIVE: &[(&str, &str, &str, &str, &str)] = &[
         ":8081",
         "same (alias of `--health-probe-bind-address`)",
     ),
+    (
+        "provider-kubernetes",
+        "(environment only)",
+        "WEBHOOK_TLS_CERT_DIR`, `TLS_SERVER_CERTS_DIR",
+        "/tls/server",
+        "same; with neither set and no `/tls/server/tls.crt`, a self-signed certificate kept in a Secret",
+    ),
 ];
 
 /// Upstream's served versions of the CRDs crossplane-rs also ships (storage version marked).
@@ -98,7 +105,7 @@ const UPSTREAM_CRDS: &[(&str, &str)] = &[
     ("compositionrevisions.apiextensions.crossplane.io", "v1 (storage)"),
     (
         "objects.kubernetes.crossplane.io",
-        "v1alpha1 (conversion webhook), v1alpha2 (storage)",
+        "v1alpha1 (deprecated, conversion webhook), v1alpha2 (storage)",
     ),
     ("nopresources.nop.crossplane.io", "v1alpha1 (storage)"),
     ("functions.pkg.crossplane.io", "v1 (storage), v1beta1"),
@@ -167,22 +174,32 @@ pub fn tables() -> String {
         let Some((_, upstream)) = UPSTREAM_CRDS.iter().find(|(n, _)| *n == name) else {
             continue;
         };
+        let webhook = crd
+            .spec
+            .conversion
+            .as_ref()
+            .is_some_and(|c| c.strategy == "Webhook");
         let versions: Vec<String> = crd
             .spec
             .versions
             .iter()
             .filter(|v| v.served)
             .map(|v| {
-                let mut s = v.name.clone();
+                let mut notes = Vec::new();
                 if v.storage {
-                    s.push_str(" (storage");
-                    s.push_str(if v.deprecated == Some(true) {
-                        ", deprecated)"
-                    } else {
-                        ")"
-                    });
+                    notes.push("storage");
                 }
-                s
+                if v.deprecated == Some(true) {
+                    notes.push("deprecated");
+                }
+                if webhook && !v.storage {
+                    notes.push("conversion webhook");
+                }
+                if notes.is_empty() {
+                    v.name.clone()
+                } else {
+                    format!("{} ({})", v.name, notes.join(", "))
+                }
             })
             .collect();
         let _ = writeln!(out, "| `{name}` | {upstream} | {} |", versions.join(", "));

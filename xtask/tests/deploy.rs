@@ -73,6 +73,8 @@ async fn kustomization_applies_with_server_side_dry_run() -> Result<()> {
         "poddisruptionbudget.policy/provider-nop",
         "clusterrole.rbac.authorization.k8s.io/provider-sql",
         "role.rbac.authorization.k8s.io/provider-kubernetes:leader-election",
+        // The conversion webhook's Service (Object v1alpha1 ⇄ v1alpha2).
+        "service/provider-kubernetes",
     ] {
         ensure!(
             out.contains(kind),

@@ -185,7 +185,8 @@ where
     manager::logging::init(settings.log_format, &settings.log_level)?;
     tracing::debug!(filter = %settings.log_level, "logging at debug level");
     compat::log_ignored(upstream);
-    let options = cli.provider.options(&info.defaults);
+    let mut options = cli.provider.options(&info.defaults);
+    options.compat = upstream.to_vec();
     let mut mgr = Manager::new(settings, info.binary).await?;
     for (addr, endpoints) in mgr.admin_addrs() {
         tracing::info!(%addr, ?endpoints, "admin endpoint bound");

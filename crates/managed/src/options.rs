@@ -38,6 +38,19 @@ pub struct Options {
     /// How often the `crossplane_managed_resource_{exists,ready,synced}` gauges are counted
     /// (crossplane-runtime's `--poll-state-metric`, 5 s).
     pub poll_state_metric: Duration,
+    /// The upstream compatibility flags that were given, with their values: a provider reads those it
+    /// applies itself (`manager::compat::Effect::Applied`).
+    pub compat: Vec<manager::compat::Given>,
+}
+
+impl Options {
+    /// The value of compatibility flag `name` (long name, without `--`), if it was given.
+    pub fn compat_flag(&self, name: &str) -> Option<&str> {
+        self.compat
+            .iter()
+            .find(|g| g.name == name)
+            .map(|g| g.value.as_str())
+    }
 }
 
 impl Default for Options {
@@ -56,6 +69,7 @@ impl Default for Options {
             usage: None,
             label_selector: None,
             poll_state_metric: Duration::from_secs(5),
+            compat: Vec::new(),
         }
     }
 }
@@ -76,6 +90,7 @@ impl std::fmt::Debug for Options {
             .field("usage", &self.usage.is_some())
             .field("label_selector", &self.label_selector)
             .field("poll_state_metric", &self.poll_state_metric)
+            .field("compat", &self.compat)
             .finish()
     }
 }

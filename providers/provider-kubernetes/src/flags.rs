@@ -1,5 +1,5 @@
-//! Upstream provider-kubernetes' own flags (`cmd/provider/main.go`), accepted for compatibility, and
-//! why each is ignored here.
+//! Upstream provider-kubernetes' own flags (`cmd/provider/main.go`), accepted for compatibility: why
+//! each is ignored here, or that it is applied (`--webhook-port`).
 
 use managed::cli::Flag;
 
@@ -12,12 +12,11 @@ pub const UPSTREAM_FLAGS: &[Flag] = &[
     )
     .env("SANITIZE_SECRETS")
     .default("false"),
-    Flag::ignored(
-        "webhook-port",
-        "no conversion webhook (Object v1alpha1 is not served)",
-    )
-    .env("WEBHOOK_PORT")
-    .default("9443"),
+    // Applied: the port of the Object v1alpha1 ⇄ v1alpha2 conversion webhook (`crate::webhook`).
+    Flag::ignored("webhook-port", "")
+        .env("WEBHOOK_PORT")
+        .default("9443")
+        .applied(),
     Flag::ignored("changelogs-socket-path", "change logs are not implemented")
         .env("CHANGELOGS_SOCKET_PATH")
         .default("/var/run/changelogs/changelogs.sock"),

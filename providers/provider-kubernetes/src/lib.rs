@@ -17,16 +17,20 @@
 //! apply made the object match the manifest. Upstream writes Ready=False from the observe that saw the
 //! change until a later observe, so composites built on Objects flap on every change.
 //!
-//! Not implemented: readiness `DeriveFromCelQuery`, `watch`, the referenced-object finalizers and the
-//! v1alpha1 cluster-scoped conversion webhook.
+//! The cluster-scoped Object serves v1alpha1 (deprecated) next to v1alpha2 (storage), as upstream,
+//! through a conversion webhook every replica serves ([`webhook`], [`conversion`]).
+//!
+//! Not implemented: readiness `DeriveFromCelQuery`, `watch` and the referenced-object finalizers.
 #![forbid(unsafe_code)]
 
 pub mod client;
 pub mod connector;
+pub mod conversion;
 pub mod flags;
 pub mod manifest;
 pub mod object;
 pub mod types;
+pub mod webhook;
 
 use std::time::Duration;
 
@@ -87,6 +91,11 @@ fn kinds() -> Kinds<ObjectConnector> {
 pub fn crds() -> Vec<CustomResourceDefinition> {
     let [cluster_usage, namespaced_usage] = GROUPS.usage_crds();
     let mut crds = kinds().crds();
+    for crd in &mut crds {
+        if crd.metadata.name.as_deref() == Some(webhook::CRD) {
+            webhook::serve_v1alpha1(crd);
+        }
+    }
     crds.extend([
         cluster::ProviderConfig::crd(),
         cluster_usage,
@@ -97,8 +106,10 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
     crds
 }
 
-/// Registers the Object controllers (both groups) and the ProviderConfig controllers.
+/// Registers the Object controllers (both groups), the ProviderConfig controllers and the conversion
+/// webhook.
 pub fn setup(mgr: &mut Manager, options: &Options) {
+    webhook::register(mgr, options);
     let ua = manager::client::user_agent(&INFO.binary, mgr.identity());
     // The identity is checked to be a valid header value when the settings are parsed.
     let connector = match ObjectConnector::new().with_user_agent(&ua) {
@@ -131,11 +142,22 @@ pub fn provider_config_kinds() -> Vec<ProviderConfigKind> {
 
 /// The API access [`setup`]'s controllers need (rendered into the provider's ClusterRole by
 /// `cargo xtask generate`): the managed kinds, the ProviderConfig kinds and their usages, the
-/// credentials Secrets the connector reads, and the runtime's connection Secrets and Events.
+/// credentials Secrets the connector reads, the runtime's connection Secrets and Events, and for the
+/// conversion webhook its certificate Secret and `get`/`patch` on the one CRD whose `caBundle` it keeps.
 ///
 /// The objects an `Object` manages are not included: they are whatever users ask for. With
 /// `InjectedIdentity`, the operator grants the provider's ServiceAccount access to them (upstream binds
 /// `cluster-admin`); with a kubeconfig Secret, the credentials in it decide.
 pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
-    managed::groups::provider_needs(kinds().needs(), &provider_config_kinds())
+    let mut needs = managed::groups::provider_needs(kinds().needs(), &provider_config_kinds());
+    needs.push(manager::rbac::Rule::new("", &["secrets"], &["get", "create"]));
+    needs.push(
+        manager::rbac::Rule::new(
+            "apiextensions.k8s.io",
+            &["customresourcedefinitions"],
+            &["get", "patch"],
+        )
+        .named(&[webhook::CRD]),
+    );
+    needs
 }

@@ -9,6 +9,7 @@
 
 pub mod cluster;
 pub mod namespaced;
+pub mod v1alpha1;
 
 use apis::{CredentialsSource, ResourceStatus};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
