@@ -8,7 +8,8 @@
 //! runs both ways, against the test bed, and must turn Ready on its probe port, lead (its Lease in
 //! `POD_NAMESPACE`, held by it, when elected), and serve `/metrics`. Not upstream's: the listeners' ports
 //! come from `METRICS_BIND_ADDRESS`/`HEALTH_PROBE_BIND_ADDRESS` (upstream's env vars, since every test runs
-//! on one host), the admin kubeconfig stands in for the in-cluster service account, and a hidden label
+//! on one host), the TLS server directory is one the test fills with a certificate (the package manager
+//! mounts its TLS Secret at `/tls/server`; provider-kubernetes serves its conversion webhook from it), the admin kubeconfig stands in for the in-cluster service account, and a hidden label
 //! selector keeps each provider off the other tests' objects.
 
 mod common;
@@ -42,8 +43,21 @@ async fn get(port: u16, path: &str) -> Option<(u16, String)> {
     Some((code, buf.split_once("\r\n\r\n")?.1.to_owned()))
 }
 
-/// The environment the package manager gives a provider's container.
-fn package_manager_env(provider: &str, ns: &str) -> Vec<(&'static str, String)> {
+/// What the package manager mounts at `/tls/server` (its TLS server Secret): `tls.crt`, `tls.key` and
+/// `ca.crt`, here written to a directory of the test's, since the test runs on the host.
+fn tls_server_dir(ns: &str) -> anyhow::Result<std::path::PathBuf> {
+    let cert = webhook::ServingCert::self_signed("test-ca", &["localhost".to_owned()])?;
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("tls-server-{ns}"));
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("tls.crt"), &cert.cert_pem)?;
+    std::fs::write(dir.join("tls.key"), &cert.key_pem)?;
+    std::fs::write(dir.join("ca.crt"), cert.ca_pem.unwrap_or_default())?;
+    Ok(dir)
+}
+
+/// The environment the package manager gives a provider's container; `tls` stands for `/tls/server`.
+fn package_manager_env(provider: &str, ns: &str, tls: &std::path::Path) -> Vec<(&'static str, String)> {
+    let tls = tls.display().to_string();
     vec![
         ("POD_NAMESPACE", ns.to_owned()),
         ("PROVIDER_NAME", format!("crossplane-contrib-{provider}")),
@@ -52,10 +66,10 @@ fn package_manager_env(provider: &str, ns: &str) -> Vec<(&'static str, String)> 
             format!("crossplane-contrib-{provider}-0123456789ab"),
         ),
         ("REVISION_UID", "6f1e4b0a-3c2d-4e5f-8a9b-0c1d2e3f4a5b".to_owned()),
-        ("TLS_SERVER_CERTS_DIR", "/tls/server".to_owned()),
+        ("TLS_SERVER_CERTS_DIR", tls.clone()),
         ("TLS_CLIENT_CERTS_DIR", "/tls/client".to_owned()),
         // The kubelet expands `$(TLS_SERVER_CERTS_DIR)` before the process sees it.
-        ("WEBHOOK_TLS_CERT_DIR", "/tls/server".to_owned()),
+        ("WEBHOOK_TLS_CERT_DIR", tls),
     ]
 }
 
@@ -92,7 +106,7 @@ async fn run_like_upstream(b: Binary, ns: String, args: &[&str], elected: bool) 
         .env_remove("LEADER_ELECTION")
         .env_remove("RUST_LOG")
         .env("KUBECONFIG", cluster.kubeconfig())
-        .envs(package_manager_env(b.name, &ns))
+        .envs(package_manager_env(b.name, &ns, &tls_server_dir(&ns)?))
         .env("METRICS_BIND_ADDRESS", format!("127.0.0.1:{metrics}"))
         .env("HEALTH_PROBE_BIND_ADDRESS", format!("127.0.0.1:{probe}"))
         .stdin(Stdio::null())
