@@ -230,14 +230,13 @@ pub fn run(names: &[String], options: &Options) -> anyhow::Result<Vec<PathBuf>> 
         let binary =
             testenv::harness::ensure_pause_built(&target_dir()).context("building the pause binary (Go)")?;
         let archive = out_dir.join("pause.oci.tar");
-        let spec = Spec {
-            name: "pause",
-            description: "The sandbox (pause) process of the test bed's node: waits for SIGTERM",
-            cmd: &[],
-            base: false,
-            tag: TAG,
-        };
-        pack(&spec, &binary, &archive, level)?;
+        pack_static(
+            "pause",
+            "The sandbox (pause) process of the test bed's node: waits for SIGTERM",
+            &binary,
+            &archive,
+            level,
+        )?;
         eprintln!("[image] {}", archive.display());
         archives.push(archive);
     }
@@ -251,6 +250,25 @@ pub fn build_image(b: &Binary, binary: &Path, archive: &Path, level: Compression
         description: b.description,
         cmd: b.cmd,
         base: true,
+        tag: TAG,
+    };
+    pack(&spec, binary, archive, level)
+}
+
+/// Packs the static `binary` as the image `docker.io/crossplane-rs/<name>:<TAG>`, without the Debian base
+/// layer (it needs no library), into the OCI archive `archive`.
+pub fn pack_static(
+    name: &str,
+    description: &str,
+    binary: &Path,
+    archive: &Path,
+    level: Compression,
+) -> anyhow::Result<()> {
+    let spec = Spec {
+        name,
+        description,
+        cmd: &[],
+        base: false,
         tag: TAG,
     };
     pack(&spec, binary, archive, level)
