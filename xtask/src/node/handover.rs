@@ -24,12 +24,43 @@ pub struct Deletion {
     pub ms: f64,
     /// Whether the standby (a Pod that ran before the delete) took the Lease, not the replacement.
     pub to_standby: bool,
+    /// How long the deleted replica took to stop its leader work before releasing, from its own log
+    /// (`stop_ms` of "leader work stopped for shutdown"; none for client-go's candidate).
+    pub stop_ms: Option<f64>,
+}
+
+/// Follows the log of `pod` until it ends (the container exits) and returns the `stop_ms` of our
+/// replica's "leader work stopped for shutdown" line.
+async fn follow_stop_ms(kubeconfig: std::path::PathBuf, namespace: String, pod: String) -> Option<f64> {
+    let out = tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["logs", "-f", "-n", &namespace, &pod, "--since=5s"])
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains("leader work stopped for shutdown"))?;
+    let value = line.split("stop_ms=").nth(1)?;
+    value
+        .split(|c: char| !c.is_ascii_digit() && c != '.')
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Deletes the Pod holding `lease` `n` times, each once the Deployment `app` in `namespace` is back to
 /// 2 Ready Pods, and times each handover.
 pub async fn delete_leaders(
     client: &kube::Client,
+    kubeconfig: &std::path::Path,
     namespace: &str,
     app: &str,
     lease: &str,
@@ -47,8 +78,22 @@ pub async fn delete_leaders(
             .iter()
             .map(|p| workload::name(p).to_string())
             .collect();
+        // The leader's log, followed from before the delete until its container exits.
+        let holder = workload::lease_holders(client, namespace)
+            .await?
+            .get(lease)
+            .cloned()
+            .unwrap_or_default();
+        let log = tokio::spawn(follow_stop_ms(
+            kubeconfig.to_path_buf(),
+            namespace.to_string(),
+            workload::holder_pod(&holder).to_string(),
+        ));
+        // Let kubectl attach before the delete.
+        tokio::time::sleep(Duration::from_millis(500)).await;
         let h = workload::delete_leader(client, namespace, lease, HANDOVER_TIMEOUT).await?;
         let d = Deletion {
+            stop_ms: log.await.ok().flatten(),
             to_standby: before.iter().any(|p| p == workload::holder_pod(&h.new_holder)),
             pod: h.deleted,
             new_holder: h.new_holder,
@@ -164,6 +209,7 @@ mod tests {
             new_holder: "b".into(),
             ms: 460.0,
             to_standby: true,
+            stop_ms: None,
         };
         let s = split(&events, "ns", "l", &d);
         assert_eq!(s.to_release_ms.map(f64::round), Some(400.0));

@@ -177,7 +177,15 @@ async fn measure(
         .context("no Lease held by a provider-nop Pod")?
         .clone();
 
-    let ours = handover::delete_leaders(&client, NAMESPACE, "provider-nop", &lease, deletions).await?;
+    let ours = handover::delete_leaders(
+        &client,
+        cluster.kubeconfig(),
+        NAMESPACE,
+        "provider-nop",
+        &lease,
+        deletions,
+    )
+    .await?;
 
     // client-go's candidate under the same conditions, its leader's Pod deleted as often.
     candidate::apply(cluster.kubeconfig(), dir)?;
@@ -192,6 +200,7 @@ async fn measure(
     wait_held(&client, candidate::NAMESPACE, candidate::APP).await?;
     let theirs = handover::delete_leaders(
         &client,
+        cluster.kubeconfig(),
         candidate::NAMESPACE,
         candidate::APP,
         candidate::APP,
@@ -615,7 +624,10 @@ async fn node_faults(
              the frozen leader ({kinds}): {forbidden} refused by the fence (403), {conflict} conflicts (409), \
              {gone} not found (404){}, 0 admitted (besides {late_events} Event(s), which the fence lets \
              through by design); {} after {:.1} s; the kubelet restarted the frozen container \
-             {frozen_restarts} time(s) (its liveness probe times out while frozen)",
+             {frozen_restarts} time(s) (its liveness probe times out while frozen). provider-nop reconciles \
+             one resource at a time (max concurrent reconciles 1): after its first held write it waits for \
+             that write's answer, so at most one NopResource write is in flight when it is frozen, besides \
+             its Lease renews",
             took.as_secs_f64(),
             arrived_after,
             late_writes.len(),
@@ -719,6 +731,49 @@ fn handover_tables(
             splits.len()
         )?;
     }
+    writeln!(md)?;
+    // Where the spread lies: before the release (the kubelet and the shutdown) or after it (the
+    // election).
+    let parts = |splits: &[Split]| {
+        let before: Vec<f64> = splits.iter().filter_map(|s| s.to_release_ms).collect();
+        let after: Vec<f64> = splits.iter().filter_map(|s| s.release_to_taken_ms).collect();
+        (handover::summary(&before), handover::summary(&after))
+    };
+    let ((tb50, _, _), (ta50, ta99, _)) = parts(their_splits);
+    let ((ob50, ob99, _), (oa50, oa99, _)) = (parts(our_splits).0, parts(our_splits).1);
+    let stops: Vec<f64> = ours.iter().filter_map(|d| d.stop_ms).collect();
+    let (s50, s99, _) = handover::summary(&stops);
+    writeln!(
+        md,
+        "{} Before it releases, our replica stops its leader work (the controller, awaiting a reconcile in \
+         flight, bounded by `--graceful-shutdown-timeout`), so that nothing of it writes after the release, \
+         as controller-runtime's manager does before its release on cancel; its own log gives that stop as \
+         p50 {s50:.0} ms, p99 {s99:.0} ms ({} of {} deletions logged). Then the standby, which watches the \
+         Lease, takes the released Lease in {oa50:.0} ms (p50), {oa99:.0} ms (p99). The kubelet's part (it sees \
+         the deletion through its watch of Pods and stops the container with SIGTERM through containerd) is \
+         in both electors' first part; client-go's bare candidate, which has no work to stop, released \
+         {tb50:.0} ms (p50) after the delete, which bounds it.",
+        if ob99 >= oa99 {
+            format!(
+                "Our spread (p99 against p50) lies before the release: from the delete to the release write \
+                 p50 {ob50:.0} ms, p99 {ob99:.0} ms."
+            )
+        } else {
+            format!(
+                "Our spread (p99 against p50) lies after the release: the standby took the released Lease in \
+                 {oa50:.0} ms (p50) but {oa99:.0} ms (p99)."
+            )
+        },
+        stops.len(),
+        ours.len()
+    )?;
+    writeln!(md)?;
+    writeln!(
+        md,
+        "client-go's standby has no watch: it tries to acquire every retry period (2 s, jittered up to \
+         ×1.2), so it finds a released Lease {ta50:.0} ms (p50), {ta99:.0} ms (p99) after the release; and \
+         its leader released {tb50:.0} ms (p50) after the delete."
+    )?;
     writeln!(md)?;
     // Where our slowest handover spent its time.
     if let Some((d, s)) = ours
