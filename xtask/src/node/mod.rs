@@ -743,16 +743,16 @@ fn handover_tables(
     let ((ob50, ob99, _), (oa50, oa99, _)) = (parts(our_splits).0, parts(our_splits).1);
     let stops: Vec<f64> = ours.iter().filter_map(|d| d.stop_ms).collect();
     let (s50, s99, _) = handover::summary(&stops);
+    let ((_, tb99, _), _) = parts(their_splits);
     writeln!(
         md,
-        "{} Before it releases, our replica stops its leader work (the controller, awaiting a reconcile in \
-         flight, bounded by `--graceful-shutdown-timeout`), so that nothing of it writes after the release, \
-         as controller-runtime's manager does before its release on cancel; its own log gives that stop as \
-         p50 {s50:.0} ms, p99 {s99:.0} ms ({} of {} deletions logged). Then the standby, which watches the \
-         Lease, takes the released Lease in {oa50:.0} ms (p50), {oa99:.0} ms (p99). The kubelet's part (it sees \
-         the deletion through its watch of Pods and stops the container with SIGTERM through containerd) is \
-         in both electors' first part; client-go's bare candidate, which has no work to stop, released \
-         {tb50:.0} ms (p50) after the delete, which bounds it.",
+        "{} Of that first part, our replica's own work before the release, stopping its leader work (the \
+         controller, awaiting a reconcile in flight, bounded by `--graceful-shutdown-timeout`, so that \
+         nothing of it writes after the release, as controller-runtime's manager does before its release on \
+         cancel), took p50 {s50:.0} ms, p99 {s99:.0} ms by its own log ({} of {} deletions logged). {} \
+         client-go's bare candidate, which has no work to stop, released {tb50:.0} ms (p50), {tb99:.0} ms \
+         (p99) after the delete. After the release, our standby, which watches the Lease, took it in \
+         {oa50:.0} ms (p50), {oa99:.0} ms (p99).",
         if ob99 >= oa99 {
             format!(
                 "Our spread (p99 against p50) lies before the release: from the delete to the release write \
@@ -765,14 +765,26 @@ fn handover_tables(
             )
         },
         stops.len(),
-        ours.len()
+        ours.len(),
+        if s99 * 2.0 < ob99 {
+            "So the spread is not in our code: it is the kubelet's part (it sees the deletion through its \
+             watch of Pods and stops the container with SIGTERM through containerd) and the wake-up of the \
+             process on a 2-core machine shared with ten other Pods, which varies with the machine's load."
+        } else {
+            "So much of the spread is our own stop of leader work."
+        }
     )?;
     writeln!(md)?;
     writeln!(
         md,
         "client-go's standby has no watch: it tries to acquire every retry period (2 s, jittered up to \
-         ×1.2), so it finds a released Lease {ta50:.0} ms (p50), {ta99:.0} ms (p99) after the release; and \
-         its leader released {tb50:.0} ms (p50) after the delete."
+         ×1.2), so it finds a released Lease {ta50:.0} ms (p50), {ta99:.0} ms (p99) after the release, \
+         where ours, watching, takes it at once.{}",
+        if ta50 * 2.0 > t50 - o50 {
+            " That is most of the difference between the medians above."
+        } else {
+            ""
+        }
     )?;
     writeln!(md)?;
     // Where our slowest handover spent its time.
