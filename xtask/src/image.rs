@@ -231,16 +231,13 @@ pub fn run(names: &[String], options: &Options) -> anyhow::Result<Vec<PathBuf>> 
         let binary =
             testenv::harness::ensure_pause_built(&target_dir()).context("building the pause binary (Go)")?;
         let archive = out_dir.join("pause.oci.tar");
-        let spec = Spec {
-            name: "pause",
-            description: "The sandbox (pause) process of the test bed's node: waits for SIGTERM",
-            cmd: &[],
-            base: false,
-            tag: TAG,
-            // The node's sandbox image keeps its name (testenv's `PAUSE_IMAGE`) whatever deploy/ uses.
-            registry: &Registry::default(),
-        };
-        pack(&spec, &binary, &archive, level)?;
+        pack_static(
+            "pause",
+            "The sandbox (pause) process of the test bed's node: waits for SIGTERM",
+            &binary,
+            &archive,
+            level,
+        )?;
         eprintln!("[image] {}", archive.display());
         archives.push(archive);
     }
@@ -262,6 +259,28 @@ pub fn build_image(
         base: true,
         tag: TAG,
         registry,
+    };
+    pack(&spec, binary, archive, level)
+}
+
+/// Packs the static `binary` as the image `docker.io/crossplane-rs/<name>:<TAG>` (default registry), without the Debian base
+/// layer (it needs no library), into the OCI archive `archive`.
+pub fn pack_static(
+    name: &str,
+    description: &str,
+    binary: &Path,
+    archive: &Path,
+    level: Compression,
+) -> anyhow::Result<()> {
+    let spec = Spec {
+        name,
+        description,
+        cmd: &[],
+        base: false,
+        tag: TAG,
+        // The node's own images (the sandbox, client-go's candidate) keep their names (testenv's
+        // `PAUSE_IMAGE`, the bench's candidate Deployment) whatever registry deploy/ uses.
+        registry: &Registry::default(),
     };
     pack(&spec, binary, archive, level)
 }

@@ -2,8 +2,9 @@
 //!
 //! - `cargo xtask test [-- <cargo test args>]` builds the Go harness (cached), starts one local control
 //!   plane, runs the whole workspace test suite against it, and stops it. This is the README's test command.
-//! - `cargo xtask demo [--keep|--ci|--down]` runs the whole system live: two replicas of each binary under
-//!   its generated RBAC, an XR composed, a leader killed and the handover measured.
+//! - `cargo xtask demo [--keep|--ci|--down|--local]` runs the whole system live: deploy/ as Pods on a real
+//!   node where one can start (else, or with `--local`, two local processes of each binary under its
+//!   generated RBAC and an XR composed), a leader's Pod deleted and the handover measured.
 //! - `cargo xtask control-plane up|down|status` leaves a control plane running for people and kubectl.
 //! - `cargo xtask generate [--check]` writes deploy/ (CRDs, RBAC, Deployments) from the code.
 //! - `cargo xtask image [BINARY|--all] [--pause]` packs release binaries as OCI image archives (and the
@@ -54,10 +55,11 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// The whole system live: builds, starts a control plane and two replicas of each binary under its
-    /// generated RBAC, composes an XR, kills a leader and measures the handover. Ctrl-C cleans up.
+    /// The whole system live: deploy/ as Pods on a real node where one can start (root, containerd, runc,
+    /// CNI plugins), deleting the leader's Pod and measuring the handover; else (or with --local) two local
+    /// replicas of each binary under its generated RBAC, an XR composed, a leader killed. Ctrl-C cleans up.
     Demo {
-        /// Leave everything running at the end and print how to use kubectl on it.
+        /// Leave everything running at the end and print how to use kubectl on it (local processes).
         #[arg(long, conflicts_with_all = ["ci", "down"])]
         keep: bool,
         /// Run once end to end without a TTY (also deleting the example), print the measured handover and
@@ -67,6 +69,13 @@ enum Command {
         /// Clean up a demo left running by --keep.
         #[arg(long)]
         down: bool,
+        /// Run the replicas as local processes, even where a node could start (--keep and --down always do).
+        #[arg(long)]
+        local: bool,
+        /// The node demo's image archives, from `cargo xtask image --debug --pause --out DIR` (built when
+        /// not given).
+        #[arg(long, value_name = "DIR", conflicts_with_all = ["local", "keep", "down"])]
+        images: Option<PathBuf>,
     },
     /// Manage a long-lived local control plane for kubectl and manual testing.
     ControlPlane {
@@ -158,7 +167,21 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Test { args } => test::run(&args),
-        Command::Demo { keep, ci, down } => demo::run(demo::Options { keep, ci, down }),
+        Command::Demo {
+            keep,
+            ci,
+            down,
+            local,
+            images,
+        } => demo::run(
+            demo::Options {
+                keep,
+                ci,
+                down,
+                local,
+            },
+            images.as_deref(),
+        ),
         Command::ControlPlane { action } => control_plane::run(action),
         Command::Generate { check, registry } => generate::run(check, &registry),
         Command::Image {

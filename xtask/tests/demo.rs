@@ -23,7 +23,7 @@ async fn demo_runs_end_to_end_and_generated_rbac_is_complete() -> Result<()> {
     let cp = testenv::ControlPlane::private().await?;
     let start = Instant::now();
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args(["demo", "--ci"])
+        .args(["demo", "--ci", "--local"])
         .env(testenv::ENV_TESTBED, &cp.cluster().dir)
         .env_remove("KUBECONFIG")
         .kill_on_drop(true)

@@ -42,7 +42,7 @@ pub use component::Component;
 pub use control_plane::{ControlPlane, KUBERNETES_SERVICE_IP, Options as ControlPlaneOptions, State};
 pub use error::{Error, Result};
 pub use go_candidate::{CandidateEvent, CandidateOptions, GoCandidate, monotonic_ns};
-pub use node::{Node, NodeNetwork, NodeTestBed};
+pub use node::{Hold, Node, NodeNetwork, NodeTestBed};
 
 /// The environment variable through which `cargo xtask test` tells tests where the shared test bed is:
 /// the directory that holds its `testbed.json`.

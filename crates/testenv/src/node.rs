@@ -119,15 +119,17 @@ fn run(program: &str, args: &[&str]) -> Result<()> {
     Ok(())
 }
 
-/// The DNAT rule that sends the `kubernetes` Service's IP, from the bridge, to the apiserver.
+/// An iptables rule of the test bed, removed again by [`Rule::remove`] (or when dropped).
 #[derive(Debug)]
-struct ServiceRule {
+struct Rule {
+    table: &'static str,
     spec: Vec<String>,
     installed: bool,
 }
 
-impl ServiceRule {
-    fn new(bridge: &str, node_ip: Ipv4Addr, apiserver_port: u16) -> ServiceRule {
+impl Rule {
+    /// The DNAT rule that sends the `kubernetes` Service's IP, from the bridge, to the apiserver.
+    fn service(bridge: &str, node_ip: Ipv4Addr, apiserver_port: u16) -> Rule {
         let spec = [
             "PREROUTING",
             "-i",
@@ -146,32 +148,158 @@ impl ServiceRule {
             "comment",
             "--comment",
             "crossplane-rs test bed",
-        ]
-        .map(String::from)
-        .to_vec();
-        ServiceRule {
-            spec,
+        ];
+        Rule::new("nat", &spec)
+    }
+
+    fn new(table: &'static str, spec: &[&str]) -> Rule {
+        Rule {
+            table,
+            spec: spec.iter().map(|s| s.to_string()).collect(),
             installed: false,
         }
     }
 
     fn iptables(&self, op: &str) -> Result<()> {
-        let mut args = vec!["-w", "-t", "nat", op];
+        let mut args = vec!["-w", "-t", self.table, op];
         args.extend(self.spec.iter().map(String::as_str));
         run("iptables", &args)
     }
 
-    fn install(&mut self) -> Result<()> {
-        self.iptables("-A")?;
+    fn install(&mut self, op: &str) -> Result<()> {
+        self.iptables(op)?;
         self.installed = true;
         Ok(())
     }
 
+    /// Removes the rule, if it is installed.
     fn remove(&mut self) -> Result<()> {
         if std::mem::take(&mut self.installed) {
             self.iptables("-D")?;
         }
         Ok(())
+    }
+}
+
+impl Drop for Rule {
+    fn drop(&mut self) {
+        let _ = self.remove();
+    }
+}
+
+/// What a Pod sends over TCP held back in a queue on its interface, in its network namespace, until
+/// [`Hold::release`] lets it go in order: the requests it sends meanwhile reach the apiserver only then,
+/// as a leader's do that were in flight when it was frozen or cut off. Only segments that carry data
+/// (PSH) wait; acknowledgements, connection set-up and everything else pass, so that the Pod still
+/// receives what the apiserver sends it (its watches) and keeps working until it is frozen. Nothing is
+/// dropped, so TCP has nothing to retransmit. The queue is a token bucket (`tbf`; this kernel may lack
+/// `netem`) at 8 bit/s behind an `htb` class that a `u32` filter on the PSH flag selects; its first
+/// tokens are spent at once, and it is released by raising its rate, which keeps what is queued.
+/// Removed when dropped.
+#[derive(Debug)]
+pub struct Hold {
+    netns: String,
+    installed: bool,
+}
+
+/// The queue's size: far more than a Pod sends in a minute of being frozen.
+const HOLD_LIMIT: &str = "16mb";
+
+impl Hold {
+    /// Holds what the Pod sends whose container's process is `pid` (from [`Node::task_pid`]). `sink` is
+    /// a TCP address the Pod reaches (the apiserver's), to which two writes spend the bucket's first
+    /// tokens. The network namespace is the Pod sandbox's, so the hold outlives a restart of the
+    /// container.
+    pub fn install(pid: u32, sink: std::net::SocketAddrV4) -> Result<Hold> {
+        let out = Command::new("ip")
+            .args(["netns", "identify", &pid.to_string()])
+            .output()
+            .map_err(Error::io("running `ip netns identify`", "ip"))?;
+        let netns = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if netns.is_empty() {
+            return Err(Error::Unexpected(format!(
+                "process {pid} is in no named network namespace: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        let mut hold = Hold {
+            netns,
+            installed: false,
+        };
+        hold.tc(&[
+            "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "htb", "default", "10",
+        ])?;
+        hold.installed = true;
+        for class in ["1:10", "1:20"] {
+            hold.tc(&[
+                "class", "add", "dev", "eth0", "parent", "1:", "classid", class, "htb", "rate", "10gbit",
+            ])?;
+        }
+        hold.tc(&[
+            "qdisc", "add", "dev", "eth0", "parent", "1:20", "handle", "20:", "tbf", "rate", "8bit", "burst",
+            "1600", "limit", HOLD_LIMIT,
+        ])?;
+        // TCP (protocol 6) with PSH (0x08) in the flags, byte 13 of a TCP header after a 20-byte IP header.
+        hold.tc(&[
+            "filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match",
+            "ip", "protocol", "6", "0xff", "match", "u8", "0x08", "0x08", "at", "33", "flowid", "1:20",
+        ])?;
+        let spend = format!(
+            // The peer may reset the connection after the first write: what is left is too little
+            // for a request to slip through.
+            "exec 3<>/dev/tcp/{}/{}; head -c 1400 /dev/zero >&3; head -c 1400 /dev/zero >&3 2>/dev/null; true",
+            sink.ip(),
+            sink.port()
+        );
+        run("ip", &["netns", "exec", &hold.netns, "bash", "-c", &spend])?;
+        Ok(hold)
+    }
+
+    /// `tc -s qdisc show` of the queue: what it holds (backlog) and what it let go.
+    pub fn stats(&self) -> Result<String> {
+        let out = Command::new("tc")
+            .args([
+                "-s",
+                "-n",
+                &self.netns,
+                "qdisc",
+                "show",
+                "dev",
+                "eth0",
+                "parent",
+                "1:20",
+            ])
+            .output()
+            .map_err(Error::io("running tc", "tc"))?;
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
+    /// Lets everything held go, in order, at once.
+    pub fn release(&mut self) -> Result<()> {
+        self.tc(&[
+            "qdisc", "change", "dev", "eth0", "parent", "1:20", "handle", "20:", "tbf", "rate", "10gbit",
+            "burst", "16mb", "limit", HOLD_LIMIT,
+        ])
+    }
+
+    /// Removes the queue (what is still in it is dropped).
+    pub fn remove(&mut self) -> Result<()> {
+        if std::mem::take(&mut self.installed) {
+            self.tc(&["qdisc", "del", "dev", "eth0", "root"])?;
+        }
+        Ok(())
+    }
+
+    fn tc(&self, args: &[&str]) -> Result<()> {
+        let mut all = vec!["-n", self.netns.as_str()];
+        all.extend(args);
+        run("tc", &all)
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        let _ = self.remove();
     }
 }
 
@@ -249,6 +377,18 @@ impl Node {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// The host PID of the running task of container `id`.
+    pub fn task_pid(&self, id: &str) -> Result<u32> {
+        let list = self.ctr(&["tasks", "ls"])?;
+        list.lines()
+            .filter_map(|l| {
+                let mut fields = l.split_whitespace();
+                (fields.next() == Some(id)).then(|| fields.next()?.parse::<u32>().ok())?
+            })
+            .next()
+            .ok_or_else(|| Error::Unexpected(format!("no running task of container {id}:\n{list}")))
+    }
+
     /// Removes every Pod sandbox through the CRI, then stops the kubelet and containerd.
     fn stop(&mut self) -> Result<()> {
         self.kubelet.stop(STOP_GRACE)?;
@@ -308,7 +448,7 @@ pub struct NodeTestBed {
     control_plane: ControlPlane,
     node: Node,
     network: NodeNetwork,
-    rule: ServiceRule,
+    rule: Rule,
 }
 
 impl NodeTestBed {
@@ -332,7 +472,7 @@ impl NodeTestBed {
                 return Err(e);
             }
         };
-        let rule = ServiceRule::new(
+        let rule = Rule::service(
             &network.bridge,
             network.node_ip,
             control_plane.state().apiserver_port,
@@ -352,7 +492,7 @@ impl NodeTestBed {
             rule,
         };
         let booted = async {
-            bed.rule.install()?;
+            bed.rule.install("-A")?;
             bed.boot_node(pause_archive).await
         }
         .await;

@@ -1,5 +1,9 @@
 //! `cargo xtask demo`: the whole system, live, on this machine.
 //!
+//! When this machine can run a node (root, and the node's Debian packages), the demo runs deploy/ as
+//! Pods on a real node ([`pods`]). Otherwise, or with `--local` (and always with `--keep` and `--down`),
+//! it says why in one line and runs the local-process demo below.
+//!
 //! 1. Builds the binaries (debug; cargo's progress is shown) as `cargo xtask image --debug` does, reusing
 //!    the libraries `cargo xtask` itself was built with.
 //! 2. Uses the control plane named by `CROSSPLANE_RS_TESTBED`, or else the long-lived one of
@@ -30,6 +34,7 @@ mod audit;
 mod cleanup;
 mod handover;
 mod install;
+mod pods;
 mod replica;
 mod report;
 mod session;
@@ -57,6 +62,8 @@ pub struct Options {
     pub ci: bool,
     /// Clean up a demo left running by `--keep`.
     pub down: bool,
+    /// Run the replicas as local processes even where a node could start.
+    pub local: bool,
 }
 
 const NS: &str = generate::NAMESPACE;
@@ -93,8 +100,24 @@ const RBAC_KINDS: [&str; 5] = [
     "ClusterRoleBinding",
 ];
 
-/// `cargo xtask demo`. Returns the exit code.
-pub fn run(options: Options) -> Result<i32> {
+/// `cargo xtask demo`: on a node where one can start, else with local processes. `images` holds the
+/// node's image archives (built when `None`). Returns the exit code.
+pub fn run(options: Options, images: Option<&std::path::Path>) -> Result<i32> {
+    if !(options.local || options.keep || options.down) {
+        let why = match pods::unavailable() {
+            Some(why) => why,
+            None => match pods::run(options, images)? {
+                pods::Outcome::Ran(code) => return Ok(code),
+                pods::Outcome::NoNode(why) => format!("the node did not start: {why}"),
+            },
+        };
+        eprintln!("[demo] no node: {why}; running the replicas as local processes instead (--local)");
+    }
+    local(options)
+}
+
+/// The demo with local processes.
+fn local(options: Options) -> Result<i32> {
     let testbed = testbed_dir();
     if options.down {
         return down(&testbed).map(|()| 0);

@@ -69,7 +69,7 @@ impl Demo {
             );
             let r = &self.results;
             println!(
-                "RESULT graceful_handover_ms={} crash_failover_ms={} propagated_ms={} xr_ready_ms={} \
+                "RESULT mode=local graceful_handover_ms={} crash_failover_ms={} propagated_ms={} xr_ready_ms={} \
                  requests={} denied={} wall_s={:.1}",
                 ms(r.graceful.as_ref().map(|h| h.took)),
                 ms(r.crash.as_ref().map(|h| h.took)),

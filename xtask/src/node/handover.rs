@@ -1,0 +1,218 @@
+//! Deleting a Deployment's leader Pod again and again, timing each handover, and splitting each one with
+//! the audit log into the part before the old leader's release and the part after it.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use kube::{Api, api::ListParams};
+use testenv::{AuditEvent, workload};
+
+use crate::bench::stats::pct;
+
+const READY_TIMEOUT: Duration = Duration::from_secs(300);
+const HANDOVER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One deletion of the leader's Pod.
+#[derive(Debug, Clone)]
+pub struct Deletion {
+    /// The deleted Pod.
+    pub pod: String,
+    /// The Lease's next holder.
+    pub new_holder: String,
+    /// From the delete request to the first read of the Lease naming another Pod, in ms.
+    pub ms: f64,
+    /// Whether the standby (a Pod that ran before the delete) took the Lease, not the replacement.
+    pub to_standby: bool,
+    /// How long the deleted replica took to stop its leader work before releasing, from its own log
+    /// (`stop_ms` of "leader work stopped for shutdown"; none for client-go's candidate).
+    pub stop_ms: Option<f64>,
+}
+
+/// Follows the log of `pod` until it ends (the container exits) and returns the `stop_ms` of our
+/// replica's "leader work stopped for shutdown" line.
+async fn follow_stop_ms(kubeconfig: std::path::PathBuf, namespace: String, pod: String) -> Option<f64> {
+    let out = tokio::time::timeout(
+        Duration::from_secs(30),
+        tokio::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["logs", "-f", "-n", &namespace, &pod, "--since=5s"])
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains("leader work stopped for shutdown"))?;
+    let value = line.split("stop_ms=").nth(1)?;
+    value
+        .split(|c: char| !c.is_ascii_digit() && c != '.')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Deletes the Pod holding `lease` `n` times, each once the Deployment `app` in `namespace` is back to
+/// 2 Ready Pods, and times each handover.
+pub async fn delete_leaders(
+    client: &kube::Client,
+    kubeconfig: &std::path::Path,
+    namespace: &str,
+    app: &str,
+    lease: &str,
+    n: usize,
+) -> anyhow::Result<Vec<Deletion>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let selector = format!("app.kubernetes.io/name={app}");
+    let mut out = Vec::new();
+    for i in 0..n {
+        workload::wait_deployments(client, namespace, &[app.to_string()], 2, READY_TIMEOUT).await?;
+        let before: Vec<String> = pods
+            .list(&ListParams::default().labels(&selector))
+            .await?
+            .items
+            .iter()
+            .map(|p| workload::name(p).to_string())
+            .collect();
+        // The leader's log, followed from before the delete until its container exits.
+        let holder = workload::lease_holders(client, namespace)
+            .await?
+            .get(lease)
+            .cloned()
+            .unwrap_or_default();
+        let log = tokio::spawn(follow_stop_ms(
+            kubeconfig.to_path_buf(),
+            namespace.to_string(),
+            workload::holder_pod(&holder).to_string(),
+        ));
+        // Let kubectl attach before the delete.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let h = workload::delete_leader(client, namespace, lease, HANDOVER_TIMEOUT).await?;
+        let d = Deletion {
+            stop_ms: log.await.ok().flatten(),
+            to_standby: before.iter().any(|p| p == workload::holder_pod(&h.new_holder)),
+            pod: h.deleted,
+            new_holder: h.new_holder,
+            ms: h.elapsed.as_secs_f64() * 1e3,
+        };
+        eprintln!(
+            "[node] {app} {}/{n}: {} deleted, {} leads after {:.0} ms",
+            i + 1,
+            d.pod,
+            d.new_holder,
+            d.ms
+        );
+        out.push(d);
+    }
+    workload::wait_deployments(client, namespace, &[app.to_string()], 2, READY_TIMEOUT).await?;
+    Ok(out)
+}
+
+/// A handover split by the audit log: from the delete request to the old leader's release of the Lease
+/// (the kubelet's part and the replica's shutdown), and from the release to the next holder's write.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Split {
+    /// Delete request received to release write received, in ms.
+    pub to_release_ms: Option<f64>,
+    /// Release write received to the next holder's first write received, in ms.
+    pub release_to_taken_ms: Option<f64>,
+}
+
+fn ms_between(a: Timestamp, b: Timestamp) -> f64 {
+    (b.as_nanosecond() - a.as_nanosecond()) as f64 / 1e6
+}
+
+/// Splits deletion `d` of the Pod holding `namespace/lease` with the audit log `events`.
+pub fn split(events: &[AuditEvent], namespace: &str, lease: &str, d: &Deletion) -> Split {
+    let delete = events.iter().find(|e| {
+        e.verb == "delete"
+            && e.resource == "pods"
+            && e.subresource.is_empty()
+            && e.namespace == namespace
+            && e.name == d.pod
+            && e.code < 300
+    });
+    let Some(delete) = delete else {
+        return Split::default();
+    };
+    let lease_write = |e: &&AuditEvent| {
+        e.resource == "leases"
+            && e.namespace == namespace
+            && e.name == lease
+            && e.is_write()
+            && e.code < 300
+            && e.received >= delete.received
+    };
+    let release = events
+        .iter()
+        .filter(lease_write)
+        .find(|e| e.lock_holder().as_deref() == Some(""));
+    let taken = events
+        .iter()
+        .filter(lease_write)
+        .find(|e| e.lock_holder().as_deref() == Some(d.new_holder.as_str()));
+    Split {
+        to_release_ms: release.map(|r| ms_between(delete.received, r.received)),
+        release_to_taken_ms: release
+            .zip(taken)
+            .map(|(r, t)| ms_between(r.received, t.received)),
+    }
+}
+
+/// p50, p99 and max of `xs` (NaN when empty).
+pub fn summary(xs: &[f64]) -> (f64, f64, f64) {
+    let max = xs.iter().copied().fold(f64::NAN, f64::max);
+    (pct(xs, 50.0), pct(xs, 99.0), max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(verb: &str, resource: &str, name: &str, at: &str, holder: Option<&str>) -> AuditEvent {
+        let at: Timestamp = at.parse().expect("a time");
+        AuditEvent {
+            audit_id: String::new(),
+            stage: "ResponseComplete".into(),
+            verb: verb.into(),
+            request_uri: "/".into(),
+            user: "u".into(),
+            groups: Vec::new(),
+            user_agent: "a".into(),
+            api_group: String::new(),
+            resource: resource.into(),
+            subresource: String::new(),
+            namespace: "ns".into(),
+            name: name.into(),
+            code: 200,
+            received: at,
+            stage_time: at,
+            request_object: holder.map(|h| serde_json::json!({"spec": {"holderIdentity": h}})),
+            pod_name: None,
+        }
+    }
+
+    #[test]
+    fn a_handover_splits_at_the_release() {
+        let events = [
+            event("update", "leases", "l", "2026-01-01T00:00:00.000Z", Some("a")),
+            event("delete", "pods", "a", "2026-01-01T00:00:01.000Z", None),
+            event("update", "leases", "l", "2026-01-01T00:00:01.400Z", Some("")),
+            event("update", "leases", "l", "2026-01-01T00:00:01.450Z", Some("b")),
+        ];
+        let d = Deletion {
+            pod: "a".into(),
+            new_holder: "b".into(),
+            ms: 460.0,
+            to_standby: true,
+            stop_ms: None,
+        };
+        let s = split(&events, "ns", "l", &d);
+        assert_eq!(s.to_release_ms.map(f64::round), Some(400.0));
+        assert_eq!(s.release_to_taken_ms.map(f64::round), Some(50.0));
+    }
+}
