@@ -91,9 +91,34 @@ impl ServingCert {
                     .map_err(kube_err("cannot create"))?
             }
         };
-        let field = |key: &str| pki::secret::text(&stored, key);
+        Self::parse(&stored, &what)
+    }
+
+    /// The certificate kept in Secret `namespace/name`, if it exists: read only, for a replica that
+    /// must not write (a standby under a server-side fence) and waits for the one that creates it
+    /// ([`ServingCert::in_secret`]).
+    pub async fn from_secret(
+        client: &kube::Client,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Self>, Error> {
+        let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+        let what = format!("Secret {namespace}/{name}");
+        match api.get_opt(name).await {
+            Ok(Some(stored)) => Self::parse(&stored, &what).map(Some),
+            Ok(None) => Ok(None),
+            Err(source) => Err(Error::Kube {
+                action: format!("cannot read {what}"),
+                source,
+            }),
+        }
+    }
+
+    /// The certificate, key and CA of a stored Secret (`what` names it in errors).
+    fn parse(stored: &Secret, what: &str) -> Result<Self, Error> {
+        let field = |key: &str| pki::secret::text(stored, key);
         let bad = |key: &str| Error::Pem {
-            what: what.clone(),
+            what: what.to_owned(),
             message: format!("no {key}; delete the Secret and a new certificate is made"),
         };
         let cert = Self {
@@ -101,7 +126,7 @@ impl ServingCert {
             key_pem: field(KEY).ok_or_else(|| bad(KEY))?,
             ca_pem: Some(field(CA).ok_or_else(|| bad(CA))?),
         };
-        cert.server_config(&what)?;
+        cert.server_config(what)?;
         Ok(cert)
     }
 

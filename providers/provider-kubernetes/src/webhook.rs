@@ -9,12 +9,14 @@
 //! [`SECRET`] of its namespace, which every replica shares, and keeps that CA in the CRD's `caBundle`
 //! (checked every minute). A `ca.crt` in the directory is kept there as well.
 //!
-//! A port that cannot be bound, or a Secret that cannot be read or created (with `deploy/fencing` on,
-//! only the Lease holder may create it; a standby waits until it has), is retried every 5 s with the
+//! Only the Lease holder writes: it creates the Secret when it is missing and keeps the `caBundle`
+//! (a leader-gated runnable); every replica reads the Secret, waiting until it exists, and serves. So a
+//! standby sends no write the server-side fence (`deploy/fencing`) would refuse.
+//!
+//! A port that cannot be bound, or a Secret that cannot be created, is retried every 5 s with the
 //! reason in the log (once per distinct reason; not at all while the apiserver is unreachable, which the
 //! elector reports) rather than stopping the provider: its controllers do not depend on the webhook.
 //! Conversion of Objects fails meanwhile, and the apiserver says so to the client (see the README).
-//! Under the fence a standby's `caBundle` patch is refused too; the leader's is not.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -27,7 +29,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use kube::CustomResourceExt;
 use managed::Options;
-use manager::{AlwaysContext, Manager};
+use manager::{AlwaysContext, Manager, TermContext};
 use webhook::{Server, ServingCert};
 
 use crate::types::v1alpha1;
@@ -48,8 +50,10 @@ pub const CERT_DIR_ENV: [&str; 2] = ["WEBHOOK_TLS_CERT_DIR", "TLS_SERVER_CERTS_D
 pub const DEFAULT_CERT_DIR: &str = "/tls/server";
 /// How often the CRD's `caBundle` is checked.
 const CA_BUNDLE_CHECK: Duration = Duration::from_secs(60);
-/// How often a taken port, or a certificate Secret that cannot be read or created, is tried again.
+/// How often a taken port, or a certificate Secret that cannot be created, is tried again.
 const RETRY: Duration = Duration::from_secs(5);
+/// How often a replica looks for the certificate Secret the leader makes.
+const SECRET_POLL: Duration = Duration::from_secs(1);
 
 /// Adds v1alpha1 (served, deprecated, not stored) to the Object CRD `crd` and points its conversion at
 /// the webhook through the provider's Service, as upstream's CRD does.
@@ -110,11 +114,62 @@ fn namespace(mgr: &Manager) -> String {
         .unwrap_or_else(|| SERVICE_NAMESPACE.to_owned())
 }
 
-/// Registers the webhook as an always-runnable (every replica serves it).
+/// The names the self-signed certificate is made for: the Service, and loopback for a webhook reached as
+/// `url: https://127.0.0.1:<port>/convert` (a provider run outside the cluster, the tests).
+fn hosts(ns: &str) -> Vec<String> {
+    let mut hosts = webhook::certs::service_hosts(SERVICE, ns);
+    hosts.extend(["localhost".to_owned(), "127.0.0.1".to_owned()]);
+    hosts
+}
+
+/// Sleeps `d`, or returns `true` at once if `cancelled` resolves first.
+async fn sleep_or(cancelled: impl std::future::Future<Output = ()>, d: Duration) -> bool {
+    tokio::select! {
+        () = cancelled => true,
+        () = tokio::time::sleep(d) => false,
+    }
+}
+
+/// Registers the webhook in two parts, so that only the Lease holder writes (a standby's write would be
+/// refused under `deploy/fencing`, and counted as a refusal):
+/// - `conversion-webhook-certificate`, leader-gated: creates the self-signed certificate's Secret if it
+///   is missing, and keeps the CA in the CRD's `caBundle`;
+/// - `conversion-webhook`, on every replica: reads the certificate (waiting for the Secret) and serves.
 pub fn register(mgr: &mut Manager, options: &Options) {
     let port = port(options);
     let dir = cert_dir();
     let ns = namespace(mgr);
+    let (gated_dir, gated_ns) = (dir.clone(), ns.clone());
+    mgr.add_gated("conversion-webhook-certificate", move |ctx: TermContext| {
+        let (dir, ns) = (gated_dir.clone(), gated_ns.clone());
+        async move {
+            let client = ctx.client().kube().clone();
+            let ca = match &dir {
+                // A mounted certificate: its `ca.crt`, if it has one, is what the apiserver must trust.
+                Some(d) => ServingCert::from_dir(d).ok().and_then(|c| c.ca_pem),
+                None => {
+                    let mut quiet = webhook::Quiet::default();
+                    loop {
+                        match ServingCert::in_secret(&client, &ns, SECRET, &hosts(&ns)).await {
+                            Ok(c) => break c.ca_pem,
+                            Err(e) => quiet.report(
+                                "cannot make the conversion webhook's certificate; retrying every 5 s",
+                                &e,
+                            ),
+                        }
+                        if sleep_or(ctx.cancelled(), RETRY).await {
+                            return Ok::<(), String>(());
+                        }
+                    }
+                }
+            };
+            if let Some(ca) = ca {
+                webhook::ca_bundle::keep(client, CRD.to_owned(), ca, CA_BUNDLE_CHECK, ctx.token().clone())
+                    .await;
+            }
+            Ok(())
+        }
+    });
     mgr.add_always("conversion-webhook", move |ctx: AlwaysContext| async move {
         // Not a readiness gate: the controllers work without it (see the module docs).
         ctx.mark_ready();
@@ -122,26 +177,18 @@ pub fn register(mgr: &mut Manager, options: &Options) {
         let cert = match &dir {
             Some(d) => ServingCert::from_dir(d).map_err(|e| format!("{}: {e}", CERT_DIR_ENV.join(" or ")))?,
             None => {
-                let mut hosts = webhook::certs::service_hosts(SERVICE, &ns);
-                // For a webhook reached as `url: https://127.0.0.1:<port>/convert` (a provider run outside
-                // the cluster, the tests).
-                hosts.extend(["localhost".to_owned(), "127.0.0.1".to_owned()]);
-                // Retried, not fatal: with deploy/fencing on, only the leader may create the Secret, and
-                // a standby waits until it has.
+                // Read only: the leader makes the Secret (above); every replica waits for it.
                 let mut quiet = webhook::Quiet::default();
                 loop {
-                    match ServingCert::in_secret(ctx.client(), &ns, SECRET, &hosts).await {
-                        Ok(c) => break c,
+                    match ServingCert::from_secret(ctx.client(), &ns, SECRET).await {
+                        Ok(Some(c)) => break c,
+                        Ok(None) => {}
                         Err(e) => {
-                            quiet.report(
-                                "conversion webhook has no certificate yet; retrying every 5 s",
-                                &e,
-                            );
-                            tokio::select! {
-                                () = ctx.cancelled() => return Ok(()),
-                                () = tokio::time::sleep(RETRY) => {}
-                            }
+                            quiet.report("cannot read the conversion webhook's certificate; retrying", &e)
                         }
+                    }
+                    if sleep_or(ctx.cancelled(), SECRET_POLL).await {
+                        return Ok(());
                     }
                 }
             }
@@ -149,27 +196,15 @@ pub fn register(mgr: &mut Manager, options: &Options) {
         let tls = cert
             .server_config("the webhook certificate")
             .map_err(|e| e.to_string())?;
-        if let Some(ca) = cert.ca_pem.clone() {
-            tokio::spawn(webhook::ca_bundle::keep(
-                ctx.client().clone(),
-                CRD.to_owned(),
-                ca,
-                CA_BUNDLE_CHECK,
-                ctx.token().clone(),
-            ));
-        }
         let addr = SocketAddr::from((Ipv4Addr::UNSPECIFIED, port));
         let mut quiet = webhook::Quiet::default();
         let server = loop {
             match Server::bind(addr).await {
                 Ok(s) => break s,
-                Err(e) => {
-                    quiet.report("conversion webhook not serving; retrying every 5 s", &e);
-                    tokio::select! {
-                        () = ctx.cancelled() => return Ok::<(), String>(()),
-                        () = tokio::time::sleep(RETRY) => {}
-                    }
-                }
+                Err(e) => quiet.report("conversion webhook not serving; retrying every 5 s", &e),
+            }
+            if sleep_or(ctx.cancelled(), RETRY).await {
+                return Ok::<(), String>(());
             }
         };
         let bound = server.local_addr().map_err(|e| e.to_string())?;

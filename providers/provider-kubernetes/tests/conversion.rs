@@ -2,7 +2,7 @@
 //! upstream v1alpha1 manifest applies unchanged, reads back as v1alpha2 and v1alpha1 and becomes Ready;
 //! a CRD whose `storedVersions` include v1alpha1 (as an upstream install's may) takes ours over it; and
 //! with the webhook down the apiserver says which webhook failed. A standby replica (another holds the
-//! Lease) serves conversion too.
+//! Lease) serves conversion too, from the Secret the leader makes, and writes nothing.
 //!
 //! The apiserver of the test bed runs on this host, so the CRD's conversion points at the provider
 //! process with `url: https://127.0.0.1:<port>/convert` instead of deploy/'s Service. The provider
@@ -98,8 +98,9 @@ fn others() -> Result<Vec<CustomResourceDefinition>> {
         .collect())
 }
 
-/// The CA the provider keeps in its Secret in `ns`, once it has made it.
-async fn provider_ca(client: &Client, ns: &str, p: &Process) -> Result<Vec<u8>> {
+/// The CA the provider keeps in its Secret in `ns`, once it has made it (as the leader) and its webhook
+/// serves on `port` (every replica reads the Secret, then binds).
+async fn provider_ca(client: &Client, ns: &str, port: u16, p: &Process) -> Result<Vec<u8>> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
@@ -109,6 +110,7 @@ async fn provider_ca(client: &Client, ns: &str, p: &Process) -> Result<Vec<u8>> 
             .and_then(|s| s.data)
             .and_then(|d| d.get("ca.crt").cloned())
         {
+            wait_serving(port, p).await?;
             return Ok(ca.0);
         }
         ensure!(
@@ -118,6 +120,20 @@ async fn provider_ca(client: &Client, ns: &str, p: &Process) -> Result<Vec<u8>> 
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Waits until the provider's webhook accepts connections on `port`.
+async fn wait_serving(port: u16, p: &Process) -> Result<()> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the provider's webhook never served on port {port}; its log:\n{}",
+            p.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
 }
 
 /// A cluster-scoped ProviderConfig for this cluster, named after the namespace.
@@ -200,7 +216,7 @@ async fn upstream_v1alpha1_object_converts_and_reconciles() -> Result<()> {
     install_crds(&client, &others()?).await?;
     let config = provider_config(&client, &ns).await?;
     let p = start("k8s-conversion", &ns, port)?;
-    let ca = provider_ca(&client, &ns, &p).await?;
+    let ca = provider_ca(&client, &ns, port, &p).await?;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     eventually(
         "the provider sets the CRD's caBundle",
@@ -319,7 +335,7 @@ async fn our_crd_applies_over_stored_v1alpha1() -> Result<()> {
     install_crds(&client, &others()?).await?;
     let config = provider_config(&client, &ns).await?;
     let p = start("k8s-upgrade", &ns, port)?;
-    let ca = provider_ca(&client, &ns, &p).await?;
+    let ca = provider_ca(&client, &ns, port, &p).await?;
 
     // An older install: upstream's CRD with v1alpha1 as the storage version (as before v1alpha2 was
     // added), and an Object stored as v1alpha1.
@@ -394,7 +410,12 @@ async fn a_standby_replica_serves_conversion() -> Result<()> {
     let ns = c.namespace("k8s-standby").await?;
     let port = free_port()?;
     install_crds(&client, &others()?).await?;
-    install_crds(&client, &[at_local_webhook(ours()?, port, None)?]).await?;
+    // The leader makes the certificate's Secret and keeps the caBundle; here the test does, as the Lease's
+    // holder would. The standby only reads the Secret.
+    let loopback = ["localhost".to_owned(), "127.0.0.1".to_owned()];
+    let cert = webhook::ServingCert::in_secret(&client, &ns, SECRET, &loopback).await?;
+    let ca = cert.ca_pem.context("the Secret has no CA")?.into_bytes();
+    install_crds(&client, &[at_local_webhook(ours()?, port, Some(&ca))?]).await?;
     // Someone else holds the Lease for an hour: this replica stays a standby throughout.
     let now = MicroTime(jiff::Timestamp::now());
     let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
@@ -418,26 +439,7 @@ async fn a_standby_replica_serves_conversion() -> Result<()> {
         .await?;
     let config = provider_config(&client, &ns).await?;
     let p = start("k8s-standby", &ns, port)?;
-    let ca = provider_ca(&client, &ns, &p).await?;
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    eventually(
-        "the standby sets the CRD's caBundle",
-        Duration::from_secs(60),
-        || {
-            let (crds, ca) = (crds.clone(), ca.clone());
-            async move {
-                let crd = crds.get(CRD).await?;
-                let bundle = crd
-                    .spec
-                    .conversion
-                    .and_then(|c| c.webhook)
-                    .and_then(|w| w.client_config)
-                    .and_then(|c| c.ca_bundle);
-                Ok(bundle.is_some_and(|b| b.0 == ca))
-            }
-        },
-    )
-    .await?;
+    wait_serving(port, &p).await?;
 
     let (name, manifest) = upstream_object(&ns, &config)?;
     let v1 = objects(&client, "v1alpha1");
@@ -472,6 +474,22 @@ async fn a_standby_replica_serves_conversion() -> Result<()> {
     ensure!(
         condition(&as_v1, "Ready").is_none(),
         "a standby reconciled the Object: {as_v1}"
+    );
+    // It wrote nothing of the webhook's either: neither a Secret of its own nor the caBundle.
+    let crd = Api::<CustomResourceDefinition>::all(client.clone())
+        .get(CRD)
+        .await?;
+    let bundle = crd
+        .spec
+        .conversion
+        .and_then(|c| c.webhook)
+        .and_then(|w| w.client_config)
+        .and_then(|c| c.ca_bundle);
+    ensure!(bundle.is_some_and(|b| b.0 == ca), "the caBundle changed");
+    ensure!(
+        !p.log_text().contains("caBundle set"),
+        "the standby patched the caBundle:\n{}",
+        p.log_text()
     );
 
     // Never reconciled, so no finalizer: it deletes without the leader.
