@@ -102,6 +102,18 @@ pub const NEXT: &[(&str, Binary)] = &[(
     },
 )];
 
+/// The second build of the core (and the RBAC manager, from the same image), reporting `<version>+next`:
+/// `cargo xtask node-bench` packs it as `crossplane-rs/crossplane:<version>-next` to roll the core too.
+pub const NEXT_CORE: &[(&str, Binary)] = &[(
+    "crossplane",
+    Binary {
+        package: "e2e",
+        name: "e2e-crossplane-next",
+        description: "Crossplane core and RBAC manager, in Rust (second build, version <version>+next)",
+        cmd: &["core", "start"],
+    },
+)];
+
 /// The name containerd's CRI looks a Deployment's image up by: the name in deploy/ generated with the
 /// default prefix (`crossplane-rs/<name>:<version>`) with the registry that a name without one means
 /// (`docker.io`). `ctr images import` stores the name in the index verbatim.
@@ -186,6 +198,30 @@ pub fn cargo_build(binaries: &[&Binary], release: bool) -> anyhow::Result<PathBu
     Ok(target_dir().join(profile))
 }
 
+/// Builds and packs the second builds `next` (each `(image name, binary)`) as `<name>-next.oci.tar` in
+/// `out_dir`, tagged [`NEXT_TAG`]; returns the archive paths.
+pub fn pack_next(next: &[(&str, Binary)], out_dir: &Path, options: &Options) -> anyhow::Result<Vec<PathBuf>> {
+    let level = Compression::new(options.compression.unwrap_or(6).min(9));
+    let builds: Vec<&Binary> = next.iter().map(|(_, b)| b).collect();
+    let next_dir = cargo_build(&builds, !options.debug)?;
+    let mut archives = Vec::new();
+    for (name, b) in next {
+        let archive = out_dir.join(format!("{name}-next.oci.tar"));
+        let spec = Spec {
+            name,
+            description: b.description,
+            cmd: b.cmd,
+            base: true,
+            tag: NEXT_TAG,
+            registry: &options.registry,
+        };
+        pack(&spec, &next_dir.join(b.name), &archive, level)?;
+        eprintln!("[image] {}", archive.display());
+        archives.push(archive);
+    }
+    Ok(archives)
+}
+
 /// Builds the images of `names` (all when empty) and returns the archive paths.
 pub fn run(names: &[String], options: &Options) -> anyhow::Result<Vec<PathBuf>> {
     let selected = select(names)?;
@@ -210,22 +246,7 @@ pub fn run(names: &[String], options: &Options) -> anyhow::Result<Vec<PathBuf>> 
         archives.push(archive);
     }
     if options.next {
-        let builds: Vec<&Binary> = NEXT.iter().map(|(_, b)| b).collect();
-        let next_dir = cargo_build(&builds, !options.debug)?;
-        for (name, b) in NEXT {
-            let archive = out_dir.join(format!("{name}-next.oci.tar"));
-            let spec = Spec {
-                name,
-                description: b.description,
-                cmd: b.cmd,
-                base: true,
-                tag: NEXT_TAG,
-                registry: &options.registry,
-            };
-            pack(&spec, &next_dir.join(b.name), &archive, level)?;
-            eprintln!("[image] {}", archive.display());
-            archives.push(archive);
-        }
+        archives.extend(pack_next(NEXT, &out_dir, options)?);
     }
     if options.pause {
         let binary =

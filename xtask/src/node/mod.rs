@@ -28,7 +28,9 @@ use testenv::workload;
 use crate::{image, target_dir};
 
 mod candidate;
+mod cutoff;
 mod handover;
+mod rolling;
 
 use handover::{Deletion, Split};
 
@@ -40,6 +42,12 @@ const HELD_BEFORE_FREEZE: Duration = Duration::from_secs(6);
 
 /// The overlay: deploy/ and deploy/fencing/, each image named by the reference it is imported under.
 pub fn write_overlay(dir: &Path) -> anyhow::Result<PathBuf> {
+    overlay_with_next(dir, &[])
+}
+
+/// The overlay of [`write_overlay`], with the images in `next` at their second builds' tag
+/// ([`image::NEXT_TAG`]).
+fn overlay_with_next(dir: &Path, next: &[&str]) -> anyhow::Result<PathBuf> {
     let mut images = Vec::new();
     for b in image::BINARIES {
         let full = image::full_reference(b.name);
@@ -47,7 +55,12 @@ pub fn write_overlay(dir: &Path) -> anyhow::Result<PathBuf> {
         images.push(workload::ImageOverride {
             name: format!("{}/{}", image::REPOSITORY, b.name),
             new_name: name.to_owned(),
-            new_tag: tag.to_owned(),
+            new_tag: if next.contains(&b.name) {
+                image::NEXT_TAG
+            } else {
+                tag
+            }
+            .to_owned(),
         });
     }
     Ok(workload::write_overlay(dir, &images)?)
@@ -62,17 +75,17 @@ pub fn run(deletions: usize) -> anyhow::Result<i32> {
     crate::prereq::ensure()?;
     let harness = crate::harness()?;
     let out = target_dir().join("images").join("node");
-    let archives = image::run(
-        &[],
-        &image::Options {
-            debug: true,
-            out: Some(out.clone()),
-            compression: Some(1),
-            pause: true,
-            next: false,
-            registry: Default::default(),
-        },
-    )?;
+    let options = image::Options {
+        debug: true,
+        out: Some(out.clone()),
+        compression: Some(1),
+        pause: true,
+        next: true,
+        registry: Default::default(),
+    };
+    let mut archives = image::run(&[], &options)?;
+    // The core's second build too, for the rolling update of the core.
+    archives.extend(image::pack_next(image::NEXT_CORE, &out, &options)?);
     let pause = out.join("pause.oci.tar");
     let candidate_image = candidate::build_image(&out)?;
     let dir = target_dir().join("testbed").join("node-bench");
@@ -228,6 +241,15 @@ async fn measure(
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     };
+    // The seed's scenario: provider-nop and the core rolled from build A to build B while resources
+    // change.
+    let leases: std::collections::BTreeMap<String, String> =
+        workload::wait_one_leader_each(&client, NAMESPACE, &pods, HANDOVER_TIMEOUT)
+            .await?
+            .into_iter()
+            .map(|(app, (lease, _))| (app, lease))
+            .collect();
+    let rollout = rolling::run(&client, &cluster, dir, &leases).await?;
     let events = cluster.audit().read()?.events;
     let prefix = format!("system:serviceaccount:{NAMESPACE}:");
     let refused = events
@@ -266,7 +288,7 @@ async fn measure(
     )?;
     writeln!(
         md,
-        "| importing {} images (ours and client-go's candidate), cold | {:.1} |",
+        "| importing {} images (ours, with the second builds of provider-nop and crossplane, and client-go's candidate), cold | {:.1} |",
         times.images,
         times.imported.as_secs_f64()
     )?;
@@ -329,6 +351,10 @@ async fn measure(
         timings.retry_period,
     )?;
     writeln!(md)?;
+    for line in rollout.section() {
+        writeln!(md, "{line}")?;
+    }
+    writeln!(md)?;
     writeln!(md, "## Faults only a node gives (provider-nop)")?;
     writeln!(md)?;
     writeln!(md, "| Fault | What happened |")?;
@@ -337,6 +363,10 @@ async fn measure(
         writeln!(md, "| {fault} | {outcome} |")?;
     }
     writeln!(md)?;
+    for note in &faults.notes {
+        writeln!(md, "{note}")?;
+        writeln!(md)?;
+    }
     writeln!(
         md,
         "Fence refusals (403 for a crossplane-system ServiceAccount, from the audit log) over the whole \
@@ -346,6 +376,7 @@ async fn measure(
     let path = testenv::harness::repo_root().join("docs").join("node.md");
     std::fs::write(&path, md).with_context(|| format!("writing {}", path.display()))?;
     eprintln!("[node] wrote {}", path.display());
+    rollout.check()?;
     ensure!(
         refused == faults.expected_refusals,
         "the fence refused {refused} requests, {} of them the frozen leader's late writes",
@@ -359,6 +390,40 @@ struct Faults {
     lines: Vec<(String, String)>,
     /// The frozen leader's refused late writes.
     expected_refusals: usize,
+    /// Paragraphs after the table.
+    notes: Vec<String>,
+}
+
+/// How the cut-off leader's fate differs from client-go's and controller-runtime's.
+fn cutoff_note(c: &cutoff::Cutoff) -> String {
+    format!(
+        "The leader that cannot renew, against client-go: client-go's `leaderelection` stops leading at its \
+         renew deadline and calls `OnStoppedLeading`, where kube-controller-manager, kube-scheduler and \
+         controller-runtime's manager (`leader election lost`) exit the process, so the kubelet restarts \
+         the container (a restart, and a cold start with new caches, for every lost lease); their \
+         `HealthzAdaptor` fails `/healthz` only while the process still believes it leads with a renewal \
+         older than the lease + tolerance. Ours (`--on-lost-leadership standby`, the default) stops only its \
+         leader work at the renew deadline and goes back to standby in the same process, with its caches \
+         and its watch of the Lease; `/healthz` (crates/manager/src/health.rs) fails only while a replica \
+         *leads* with its last renewal sent more than lease + tolerance ago, which a replica that stepped \
+         down never does. Measured here: {} stepped down {:.1} s after its last received renewal (renew \
+         deadline {:.0} s), {} took over {:.1} s after it (lease {:.0} s), and in {:.0} s cut off, past \
+         lease + tolerance + {} probe periods, the kubelet restarted it {} time(s); once restored it {}.",
+        c.pod,
+        c.step_down_after_renew_s,
+        c.renew_deadline_s,
+        c.new_holder,
+        c.takeover_after_renew_s,
+        c.lease_s,
+        c.cut_for_s,
+        c.probe.1,
+        c.restarts_after,
+        if c.rejoined_as_standby {
+            "was Ready as a standby"
+        } else {
+            "did not rejoin as a standby"
+        }
+    )
 }
 
 async fn provider_nop_pods(client: &kube::Client) -> anyhow::Result<Vec<Pod>> {
@@ -646,9 +711,17 @@ async fn node_faults(
         ),
     ));
     let refused = forbidden;
+
+    // 4. The leader cut off from the apiserver past its renew deadline: it steps down and stays a
+    // healthy standby (not restarted); restored, it rejoins as one.
+    let cut = cutoff::run(bed, client, cluster, lease).await?;
+    lines.push(cut.row());
+    let notes = vec![cutoff_note(&cut)];
+    workload::wait_deployments(client, NAMESPACE, &nop, 2, READY_TIMEOUT).await?;
     Ok(Faults {
         lines,
         expected_refusals: refused,
+        notes,
     })
 }
 
