@@ -32,14 +32,13 @@ pub use error::Error;
 pub fn crds()
 -> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> {
     use apis::apiextensions::{Composition, CompositionRevision};
-    use apis::pkg::{Function, FunctionRevision};
     use kube::CustomResourceExt;
     vec![
         apis::apiextensions::xrd::crd(),
         Composition::crd(),
         CompositionRevision::crd(),
-        Function::crd(),
-        FunctionRevision::crd(),
+        apis::pkg::function_crd(),
+        apis::pkg::function_revision_crd(),
     ]
 }
 

@@ -103,3 +103,58 @@ pub struct FunctionRevisionStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
 }
+
+/// `crd` with a served, not stored, `v1beta1` beside its `v1`, with the same schema: as upstream serves
+/// Function and FunctionRevision (their schemas are alike, so the apiserver converts with strategy None).
+fn with_v1beta1(
+    mut crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+) -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    let beta: Vec<_> = crd
+        .spec
+        .versions
+        .iter()
+        .filter(|v| v.name == "v1")
+        .map(|v| {
+            let mut b = v.clone();
+            b.name = "v1beta1".to_owned();
+            b.storage = false;
+            b
+        })
+        .collect();
+    crd.spec.versions.extend(beta);
+    crd
+}
+
+/// The Function CRD as upstream serves it: `v1` (storage) and `v1beta1`.
+pub fn function_crd()
+-> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    use kube::CustomResourceExt;
+    with_v1beta1(Function::crd())
+}
+
+/// The FunctionRevision CRD as upstream serves it: `v1` (storage) and `v1beta1`.
+pub fn function_revision_crd()
+-> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    use kube::CustomResourceExt;
+    with_v1beta1(FunctionRevision::crd())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn functions_serve_v1_stored_and_v1beta1_alike() {
+        for crd in [function_crd(), function_revision_crd()] {
+            let versions: Vec<(&str, bool, bool)> = crd
+                .spec
+                .versions
+                .iter()
+                .map(|v| (v.name.as_str(), v.served, v.storage))
+                .collect();
+            assert_eq!(versions, [("v1", true, true), ("v1beta1", true, false)]);
+            assert_eq!(crd.spec.versions[0].schema, crd.spec.versions[1].schema);
+            assert!(crd.spec.conversion.is_none(), "strategy None");
+        }
+    }
+}

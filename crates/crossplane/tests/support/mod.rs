@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use apis::apiextensions::{Composition, CompositionRevision};
-use apis::pkg::{Function, FunctionRevision};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::core::ApiResource;
@@ -34,8 +33,8 @@ pub async fn install_crds(client: &Client) -> anyhow::Result<()> {
         apis::apiextensions::xrd::crd(),
         Composition::crd(),
         CompositionRevision::crd(),
-        Function::crd(),
-        FunctionRevision::crd(),
+        apis::pkg::function_crd(),
+        apis::pkg::function_revision_crd(),
         provider_nop::types::NopResource::crd(),
     ];
     let pp = PatchParams::apply("crossplane-rs-tests").force();
