@@ -5,7 +5,7 @@
 //!   its own, allow what the binary declares and deny requests outside it.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use testenv::kubectl::run as kubectl;
 
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::authorization::v1::{
@@ -19,22 +19,6 @@ use testenv::support::cluster;
 
 fn deploy_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy")
-}
-
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> Result<String> {
-    let out = Command::new("kubectl")
-        .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .args(args)
-        .output()
-        .context("running kubectl (is it installed? .ci/run installs it)")?;
-    ensure!(
-        out.status.success(),
-        "kubectl {} failed:\n{}\n{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 #[tokio::test]

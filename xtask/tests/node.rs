@@ -26,6 +26,7 @@ use std::{
     process::Command,
     time::{Duration, Instant},
 };
+use testenv::kubectl::run as kubectl;
 
 use std::sync::{
     Arc,
@@ -97,22 +98,6 @@ fn write_overlay(dir: &Path, nop_tag: &str) -> Result<PathBuf> {
         })
         .collect();
     Ok(workload::write_overlay(&dir.join("overlay"), &images)?)
-}
-
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> Result<String> {
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .context("running kubectl")?;
-    ensure!(
-        out.status.success(),
-        "kubectl {} failed:\n{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

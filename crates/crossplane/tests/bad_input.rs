@@ -77,6 +77,8 @@ async fn settles(api: &kube::Api<DynamicObject>, name: &str, log: &Path) -> anyh
         .await?;
         let after = api.get(name).await?;
         if after.metadata.resource_version == poked.metadata.resource_version {
+            // Shown, not excused silently: the writes the earlier rounds allowed.
+            println!("{name}: settled; writing reconciles before that: {writes:?}");
             return Ok(());
         }
         writes.push(format!(

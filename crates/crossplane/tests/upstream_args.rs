@@ -13,26 +13,10 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use support::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 const BIN: &str = env!("CARGO_BIN_EXE_crossplane");
 
-/// A free loopback port (bound and released).
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-/// `GET http://127.0.0.1:port/path`: the status code and body, or `None` if nothing listens yet.
-async fn get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).await.ok()?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
-    s.write_all(request.as_bytes()).await.ok()?;
-    let mut buf = String::new();
-    s.read_to_string(&mut buf).await.ok()?;
-    let code = buf.split(' ').nth(1)?.parse().ok()?;
-    Some((code, buf.split_once("\r\n\r\n")?.1.to_owned()))
-}
+use testenv::{free_port, http_get as get};
 
 /// The chart's environment for the core container (`cluster/charts/crossplane/templates/deployment.yaml`).
 fn chart_env(ns: &str, metrics: u16, probe: u16) -> Vec<(String, String)> {

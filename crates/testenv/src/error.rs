@@ -68,6 +68,16 @@ pub enum Error {
     /// The apiserver answered something that should not happen.
     #[error("unexpected answer: {0}")]
     Unexpected(String),
+    /// kubectl failed (or could not be started).
+    #[error(
+        "kubectl {args} failed: {stderr} (kubectl comes from the Debian package `kubectl`, which `cargo xtask test` installs)"
+    )]
+    Kubectl {
+        /// Its arguments after `--kubeconfig`.
+        args: String,
+        /// What it printed on stderr, or why it did not start.
+        stderr: String,
+    },
     /// Something did not happen in time.
     #[error("timed out after {seconds}s waiting for {what}")]
     Timeout {

@@ -14,6 +14,7 @@
 mod common;
 
 use std::time::Duration;
+use testenv::free_port;
 
 use anyhow::{Context, Result, ensure};
 use common::{Process, cluster, eventually, install_crds, log_dir, replica_args};
@@ -47,12 +48,6 @@ fn resource(version: &str, kind: &str, plural: &str) -> ApiResource {
 
 fn objects(client: &Client, version: &str) -> Api<DynamicObject> {
     Api::all_with(client.clone(), &resource(version, "Object", "objects"))
-}
-
-/// A port nothing listens on now.
-fn free_port() -> Result<u16> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(l.local_addr()?.port())
 }
 
 fn start(test: &str, ns: &str, port: u16) -> Result<Process> {

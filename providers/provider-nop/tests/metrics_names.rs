@@ -8,6 +8,7 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
+use testenv::free_port;
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use common::{Process, cluster, eventually, install_crds, log_dir, ready_and_synced, replica_args};
@@ -102,10 +103,6 @@ async fn scrape_until(
         "{what}: not within 30 s; last scrape:\n{last}\nprovider log:\n{}",
         provider.log_text()
     )
-}
-
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 #[tokio::test]

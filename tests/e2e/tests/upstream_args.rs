@@ -21,27 +21,11 @@ use anyhow::{Context, bail, ensure};
 use common::{BINARIES, Binary};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 /// How long a provider may take to turn Ready and lead on a loaded 2-core machine.
 const WITHIN: Duration = Duration::from_secs(60);
 
-/// A free loopback port (bound and released).
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-/// `GET http://127.0.0.1:port/path`: the status code and body, or `None` if nothing answers yet.
-async fn get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).await.ok()?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n");
-    s.write_all(request.as_bytes()).await.ok()?;
-    let mut buf = String::new();
-    s.read_to_string(&mut buf).await.ok()?;
-    let code = buf.split(' ').nth(1)?.parse().ok()?;
-    Some((code, buf.split_once("\r\n\r\n")?.1.to_owned()))
-}
+use testenv::{free_port, http_get as get};
 
 /// What the package manager mounts at `/tls/server` (its TLS server Secret): `tls.crt`, `tls.key` and
 /// `ca.crt`, here written to a directory of the test's, since the test runs on the host.

@@ -17,6 +17,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
+use testenv::free_port;
 
 use anyhow::{Context, bail};
 use function::proto::v1;
@@ -52,10 +53,6 @@ impl FunctionRunnerService for Echo {
             ..Default::default()
         }))
     }
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 async fn wait_port(addr: &str) -> anyhow::Result<()> {

@@ -12,8 +12,8 @@
 
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
+use testenv::kubectl::run as kubectl;
 
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -366,20 +366,4 @@ async fn wait_reconciled(nops: &Api<kube::api::DynamicObject>, name: &str) -> Re
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> Result<String> {
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .context("running kubectl")?;
-    ensure!(
-        out.status.success(),
-        "kubectl {} failed:\n{}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

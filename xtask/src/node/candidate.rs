@@ -10,9 +10,8 @@
 //! configuration (the Pod's projected token), like any client-go program in a Pod.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use anyhow::{Context, ensure};
+use anyhow::Context;
 use election::Timings;
 use flate2::Compression;
 use serde_json::{Value, json};
@@ -127,19 +126,7 @@ pub fn apply(kubeconfig: &Path, dir: &Path) -> anyhow::Result<()> {
     let file = dir.join("client-go-candidate.json");
     std::fs::write(&file, manifests(&timings, release, grace).to_string())
         .with_context(|| format!("writing {}", file.display()))?;
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(["apply", "--server-side", "-f"])
-        .arg(&file)
-        .output()
-        .context("running kubectl")?;
-    ensure!(
-        out.status.success(),
-        "kubectl apply -f {} failed: {}",
-        file.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testenv::kubectl::apply(kubeconfig, &file)?;
     Ok(())
 }
 

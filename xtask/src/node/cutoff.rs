@@ -106,18 +106,8 @@ fn netns_of(pid: u32) -> anyhow::Result<String> {
 
 /// `kubectl logs --timestamps` of `pod`: each line's time and text.
 fn logs(kubeconfig: &std::path::Path, pod: &str) -> anyhow::Result<Vec<(Timestamp, String)>> {
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(["logs", "--timestamps", "-n", NAMESPACE, pod])
-        .output()
-        .context("running kubectl logs")?;
-    ensure!(
-        out.status.success(),
-        "kubectl logs {pod}: {}",
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    Ok(String::from_utf8_lossy(&out.stdout)
+    let out = testenv::kubectl::run(kubeconfig, &["logs", "--timestamps", "-n", NAMESPACE, pod])?;
+    Ok(out
         .lines()
         .filter_map(|l| {
             let (t, rest) = l.split_once(' ')?;

@@ -162,14 +162,7 @@ async fn measure(
 ) -> anyhow::Result<()> {
     let cluster = bed.cluster().clone();
     let overlay = write_overlay(&dir.join("overlay"))?;
-    let status = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(cluster.kubeconfig())
-        .args(["apply", "--server-side", "-k"])
-        .arg(&overlay)
-        .status()
-        .context("running kubectl")?;
-    ensure!(status.success(), "kubectl apply -k {} failed", overlay.display());
+    testenv::kubectl::apply(cluster.kubeconfig(), &overlay)?;
     let applied = Instant::now();
     let client = cluster.client().await?;
     let names: Vec<String> = Api::<Deployment>::namespaced(client.clone(), NAMESPACE)

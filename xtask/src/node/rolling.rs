@@ -9,7 +9,6 @@
 use std::{
     collections::BTreeMap,
     path::Path,
-    process::Command,
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -95,18 +94,8 @@ fn apply_xrd(kubeconfig: &Path, dir: &Path) -> anyhow::Result<()> {
     ]});
     let file = dir.join("xroll.json");
     std::fs::write(&file, list.to_string())?;
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(["apply", "-f"])
-        .arg(&file)
-        .output()
-        .context("running kubectl")?;
-    ensure!(
-        out.status.success(),
-        "applying the XRD and Composition failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    testenv::kubectl::run(kubeconfig, &["apply", "-f", &file.display().to_string()])
+        .context("applying the XRD and Composition")?;
     Ok(())
 }
 
@@ -261,14 +250,7 @@ pub async fn run(
     let started_at = Timestamp::now();
     let started = Instant::now();
     let overlay = super::overlay_with_next(&dir.join("overlay-next"), &IMAGES)?;
-    let status = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(cluster.kubeconfig())
-        .args(["apply", "--server-side", "-k"])
-        .arg(&overlay)
-        .status()
-        .context("running kubectl")?;
-    ensure!(status.success(), "kubectl apply -k {} failed", overlay.display());
+    testenv::kubectl::apply(cluster.kubeconfig(), &overlay)?;
     let outcome = async {
         while !rolled(client, leases).await? {
             ensure!(

@@ -24,7 +24,7 @@ pub fn venv_bin(name: &str) -> anyhow::Result<PathBuf> {
 
 /// A loopback port that was free a moment ago.
 pub fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(testenv::free_port()?)
 }
 
 /// A function process, killed on drop.

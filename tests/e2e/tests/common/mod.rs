@@ -319,18 +319,7 @@ pub async fn put_lease(client: &Client, ns: &str, name: &str, spec: Option<Value
 
 /// Runs `kubectl` as admin; fails on a non-zero exit.
 pub fn kubectl(cluster: &Cluster, args: &[&str]) -> anyhow::Result<String> {
-    let out = Command::new("kubectl")
-        .args(args)
-        .env("KUBECONFIG", cluster.kubeconfig())
-        .output()
-        .context("running kubectl")?;
-    if !out.status.success() {
-        bail!(
-            "kubectl {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    Ok(testenv::kubectl::run(cluster.kubeconfig(), args)?)
 }
 
 /// The NopResource API.
