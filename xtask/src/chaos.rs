@@ -23,6 +23,19 @@ pub struct Options {
     pub xrs: usize,
     /// Install the server-side fence after this many leadership changes.
     pub fence_after: usize,
+    /// Break one part on purpose to see the verdict fail (nothing is written to docs/ then).
+    pub sabotage: Option<schedule::Sabotage>,
+}
+
+/// Parses `--sabotage`'s value.
+pub fn parse_sabotage(s: &str) -> Result<schedule::Sabotage, String> {
+    schedule::Sabotage::ALL
+        .into_iter()
+        .find(|x| x.name() == s)
+        .ok_or_else(|| {
+            let names: Vec<&str> = schedule::Sabotage::ALL.iter().map(|x| x.name()).collect();
+            format!("unknown sabotage {s:?}; one of: {}", names.join(", "))
+        })
 }
 
 /// Builds the replica binaries, starts a control plane, runs the schedule and returns the exit code.
@@ -54,6 +67,7 @@ pub fn run(options: &Options) -> anyhow::Result<i32> {
         timings: Timings::FAST,
         log_dir: dir.join("replicas"),
         verbose: true,
+        sabotage: options.sabotage,
     };
     let rt = runtime()?;
     let report = rt.block_on(async {
@@ -66,8 +80,16 @@ pub fn run(options: &Options) -> anyhow::Result<i32> {
         report
     })?;
     println!("{}", report.summary());
+    println!("verdict:\n{}", report.verdict_text(options.changes));
     let minutes = started.elapsed().as_secs_f64() / 60.0;
-    write_docs(&report, options, minutes)?;
+    if let Some(s) = options.sabotage {
+        println!(
+            "sabotage {}: docs/ left as they are; the verdict above must have FAILED",
+            s.name()
+        );
+    } else {
+        write_docs(&report, options, minutes)?;
+    }
     println!(
         "cargo xtask chaos: {minutes:.1} min in all; replica logs and the audit log under {}",
         dir.display()
@@ -110,6 +132,11 @@ fn write_docs(report: &schedule::Report, options: &Options, minutes: f64) -> any
     std::fs::write(&md, report.to_markdown(&how)).with_context(|| format!("writing {}", md.display()))?;
     let mut json = report.to_json();
     json["verdict"] = verdict.into();
+    json["verdict_controls"] = report
+        .verdict(options.changes)
+        .iter()
+        .map(|c| serde_json::json!({"control": c.name, "figure": c.figure, "held": c.held}))
+        .collect();
     json["minutes"] = format!("{minutes:.1}").into();
     json["options"] = serde_json::json!({
         "changes": options.changes,

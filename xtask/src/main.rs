@@ -11,7 +11,7 @@
 //!   node's sandbox image).
 //! - `cargo xtask harness` only builds the harness.
 //! - `cargo xtask bench [--quick]` measures our elector against client-go's and writes `docs/benchmarks.*`.
-//! - `cargo xtask chaos [--changes N] [--fence-after N]` runs the full fault schedule (issue 8), first
+//! - `cargo xtask chaos [--changes N] [--fence-after N]` runs the full fault schedule, first
 //!   without and then with the server-side fence, prints its summary and writes
 //!   `docs/reliability.md` and `docs/reliability.json`.
 //! - `cargo xtask fencing` runs the server-side fence's tests and writes their figures to
@@ -140,7 +140,7 @@ enum Command {
         #[arg(long)]
         functions: bool,
     },
-    /// Run the full fault schedule (issue 8) on a fresh control plane: provider-nop and core replicas
+    /// Run the full fault schedule on a fresh control plane: provider-nop and core replicas
     /// hit by kills, stops, restarts, cut-offs, clock skew and rolling updates; the audit-log checker
     /// must find no violation.
     Chaos {
@@ -157,6 +157,10 @@ enum Command {
         /// --changes); before it, self-fencing alone is judged.
         #[arg(long)]
         fence_after: Option<usize>,
+        /// Break one part on purpose (hold-delivers-nothing, no-fence, no-client-go) to see the
+        /// verdict's positive control for it fail; docs/ is not written.
+        #[arg(long, value_name = "PART", value_parser = chaos::parse_sabotage)]
+        sabotage: Option<e2e::schedule::Sabotage>,
     },
     /// Run the server-side fence's tests (`providers/provider-nop/tests/fencing.rs`) on a fresh control
     /// plane and write their figures to docs/fencing.md and docs/fencing.json.
@@ -213,11 +217,13 @@ fn main() {
             nop_resources,
             xrs,
             fence_after,
+            sabotage,
         } => chaos::run(&chaos::Options {
             changes,
             nop_resources,
             xrs,
             fence_after: fence_after.unwrap_or(changes / 2),
+            sabotage,
         }),
         Command::Fencing => fencing::run(),
         Command::Harness => harness().map(|p| {
@@ -236,9 +242,7 @@ fn main() {
 
 /// The Cargo target directory.
 fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| testenv::harness::repo_root().join("target"))
+    testenv::cargo::target_dir()
 }
 
 /// Builds the harness if needed, with progress on stderr, and returns its path.
@@ -253,35 +257,9 @@ fn harness() -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
-/// `cargo`, without the variables cargo sets for the process it runs (`cargo run`, `cargo test`).
-///
-/// Build scripts such as ring's declare `rerun-if-env-changed` on `CARGO_MANIFEST_DIR` and
-/// `CARGO_PKG_*`, which cargo checks in its own environment: a cargo started from `cargo xtask` (or from a
-/// test) that inherited them would rebuild ring and everything above it, and the next cargo started from
-/// a shell would rebuild them back.
+/// `cargo`, without the variables cargo sets for the process it runs ([`testenv::cargo::command`]).
 fn cargo() -> std::process::Command {
-    let mut cmd = std::process::Command::new(env!("CARGO"));
-    for (key, _) in std::env::vars_os() {
-        let k = key.to_string_lossy();
-        let set_by_cargo = k.starts_with("CARGO_PKG_")
-            || k.starts_with("CARGO_BIN_EXE_")
-            || matches!(
-                &*k,
-                "CARGO_MANIFEST_DIR"
-                    | "CARGO_MANIFEST_PATH"
-                    | "CARGO_MANIFEST_LINKS"
-                    | "CARGO_CRATE_NAME"
-                    | "CARGO_BIN_NAME"
-                    | "CARGO_PRIMARY_PACKAGE"
-                    | "CARGO_TARGET_TMPDIR"
-                    | "CARGO_RUSTC_CURRENT_DIR"
-                    | "OUT_DIR"
-            );
-        if set_by_cargo {
-            cmd.env_remove(&key);
-        }
-    }
-    cmd
+    testenv::cargo::command()
 }
 
 /// A tokio runtime for the async parts of the test bed.

@@ -18,6 +18,8 @@ struct Tool {
     packages: &'static [&'static str],
     /// Whether it is already here.
     present: fn() -> bool,
+    /// Whether the node (and so `cargo xtask demo`) needs it.
+    node: bool,
 }
 
 fn on_path(name: &str) -> bool {
@@ -49,26 +51,31 @@ const TOOLS: &[Tool] = &[
         purpose: "PostgreSQL (initdb, postgres) for provider-sql's tests",
         packages: &["postgresql"],
         present: postgres_present,
+        node: false,
     },
     Tool {
         purpose: "kubectl for the deploy/ dry-run and the bad-input suite",
         packages: &["kubectl"],
         present: || on_path("kubectl"),
+        node: true,
     },
     Tool {
         purpose: "libfaketime for the fault schedule's clock-offset fault",
         packages: &["libfaketime"],
         present: faketime_present,
+        node: false,
     },
     Tool {
         purpose: "skopeo and umoci to check the OCI images",
         packages: &["skopeo", "umoci"],
         present: || on_path("skopeo") && on_path("umoci"),
+        node: false,
     },
     Tool {
         purpose: "containerd and runc for the test bed's node",
         packages: &["containerd", "runc"],
         present: || on_path("containerd") && on_path("ctr") && on_path("runc"),
+        node: true,
     },
     Tool {
         purpose: "the CNI plugins (bridge, host-local) for the node's Pod network",
@@ -76,15 +83,18 @@ const TOOLS: &[Tool] = &[
         present: || {
             Path::new("/usr/lib/cni/bridge").is_file() && Path::new("/usr/lib/cni/host-local").is_file()
         },
+        node: true,
     },
     Tool {
         purpose: "ip and iptables for the node's bridge and its route to the apiserver",
         packages: &["iproute2", "iptables"],
         present: || on_path("ip") && on_path("iptables"),
+        node: true,
     },
 ];
 
-fn is_root() -> bool {
+/// Whether this process runs as root.
+pub fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
@@ -106,7 +116,17 @@ fn apt(args: &[&str]) -> anyhow::Result<()> {
 /// Finds every tool, installing what is missing with apt-get when it can; fails with one message naming
 /// the packages otherwise.
 pub fn ensure() -> anyhow::Result<()> {
-    let missing: Vec<&Tool> = TOOLS.iter().filter(|t| !(t.present)()).collect();
+    install(TOOLS.iter().collect())
+}
+
+/// [`ensure`] for the node's tools alone (containerd, runc, the CNI plugins, ip, iptables, kubectl): what
+/// `cargo xtask demo` needs to show its Pods.
+pub fn ensure_node() -> anyhow::Result<()> {
+    install(TOOLS.iter().filter(|t| t.node).collect())
+}
+
+fn install(tools: Vec<&Tool>) -> anyhow::Result<()> {
+    let missing: Vec<&Tool> = tools.into_iter().filter(|t| !(t.present)()).collect();
     if missing.is_empty() {
         return Ok(());
     }
@@ -121,6 +141,7 @@ pub fn ensure() -> anyhow::Result<()> {
             packages.join(" ")
         );
     }
+    let start = std::time::Instant::now();
     eprintln!("[prereq] apt-get install {}", packages.join(" "));
     apt(&["update", "-qq"])?;
     let mut install = vec!["install", "-y", "-qq"];
@@ -146,6 +167,11 @@ pub fn ensure() -> anyhow::Result<()> {
     if !still.is_empty() {
         bail!("still missing after apt-get install: {}", still.join(", "));
     }
+    eprintln!(
+        "[prereq] installed {} in {:.1}s",
+        packages.join(" "),
+        start.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 

@@ -1,9 +1,8 @@
 //! Must-show 1: an XRD, a Composition composing NopResources with patches and transforms, and an XR,
 //! run by the real `crossplane core start` process against the test bed.
 //!
-//! provider-nop makes the NopResources Ready when its binary has been built (`cargo build -p
-//! provider-nop`, found in this workspace's `target/debug`); otherwise the test stands in for it by
-//! patching their status as admin, and says so on stderr.
+//! provider-nop, built from this workspace by the test itself (`testenv::cargo::binary`), makes the
+//! NopResources Ready; a build that fails fails the test (no stand-in).
 
 mod support;
 
@@ -236,42 +235,28 @@ async fn xrd_composition_xr_compose_nop_resources_end_to_end() -> anyhow::Result
     })
     .await?;
 
-    // provider-nop makes the NopResources Ready (or the test stands in for it); then the XR is Ready.
-    let nop_bin = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/debug/provider-nop");
-    let _provider = if nop_bin.exists() {
-        let log = std::env::temp_dir().join(format!("provider-nop-{id}.log"));
-        let out = std::fs::File::create(&log)?;
-        Some(
-            tokio::process::Command::new(&nop_bin)
-                .arg("--kubeconfig")
-                .arg(cluster.kubeconfig())
-                .args([
-                    "--poll",
-                    "1s",
-                    "--max-reconcile-rate",
-                    "100",
-                    "--metrics-bind-address",
-                    "0",
-                    "--health-probe-bind-address",
-                    "0",
-                ])
-                .env_remove("LEADER_ELECTION")
-                .stdout(out.try_clone()?)
-                .stderr(out)
-                .kill_on_drop(true)
-                .spawn()?,
-        )
-    } else {
-        eprintln!("provider-nop is not built: marking the NopResources Ready as admin");
-        for n in &composed {
-            let name = n.metadata.name.clone().context("name")?;
-            let patch = json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Available",
-                                                          "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
-            nops.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await?;
-        }
-        None
-    };
+    // provider-nop (built from this workspace now) makes the NopResources Ready; then the XR is Ready.
+    let nop_bin = testenv::cargo::binary("provider-nop", "provider-nop")?;
+    let log = std::env::temp_dir().join(format!("provider-nop-{id}.log"));
+    let out = std::fs::File::create(&log)?;
+    let _provider = tokio::process::Command::new(&nop_bin)
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig())
+        .args([
+            "--poll",
+            "1s",
+            "--max-reconcile-rate",
+            "100",
+            "--metrics-bind-address",
+            "0",
+            "--health-probe-bind-address",
+            "0",
+        ])
+        .env_remove("LEADER_ELECTION")
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .kill_on_drop(true)
+        .spawn()?;
     wait_for("XR Ready", Duration::from_secs(30), || async {
         let x = json(&xrs.get(&xr_name).await?);
         Ok(condition(&x, "Ready").filter(|c| c["status"] == "True" && c["reason"] == "Available"))

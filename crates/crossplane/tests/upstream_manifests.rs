@@ -297,30 +297,22 @@ async fn our_crds_install_over_an_upstream_install_that_stored_v1() -> anyhow::R
     Ok(())
 }
 
-/// Starts provider-nop (built in this workspace's `target/debug`) polling every second, or `None` when
-/// it is not built.
-fn start_provider_nop(
-    kubeconfig: &std::path::Path,
-    id: &str,
-) -> anyhow::Result<Option<tokio::process::Child>> {
-    let bin = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/debug/provider-nop");
-    if !bin.exists() {
-        return Ok(None);
-    }
+/// Starts provider-nop, built from this workspace now (a failed build fails the test), polling every
+/// second.
+fn start_provider_nop(kubeconfig: &std::path::Path, id: &str) -> anyhow::Result<tokio::process::Child> {
+    let bin = testenv::cargo::binary("provider-nop", "provider-nop")?;
     let log = std::env::temp_dir().join(format!("provider-nop-{id}.log"));
     let out = std::fs::File::create(&log)?;
-    Ok(Some(
-        tokio::process::Command::new(&bin)
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .args(["--poll", "1s", "--max-reconcile-rate", "100"])
-            .args(["--metrics-bind-address", "0", "--health-probe-bind-address", "0"])
-            .env_remove("LEADER_ELECTION")
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .kill_on_drop(true)
-            .spawn()?,
-    ))
+    Ok(tokio::process::Command::new(&bin)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["--poll", "1s", "--max-reconcile-rate", "100"])
+        .args(["--metrics-bind-address", "0", "--health-probe-bind-address", "0"])
+        .env_remove("LEADER_ELECTION")
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .kill_on_drop(true)
+        .spawn()?)
 }
 
 /// Claims as upstream's v1 users write them: an XRD with `claimNames`, a Pipeline Composition with
@@ -524,7 +516,7 @@ spec:
             || xr["spec"]["writeConnectionSecretToRef"]["namespace"] == secret_ns.as_str()
     );
 
-    // provider-nop makes the NopResource Ready (or the test stands in for it); the claim follows.
+    // provider-nop makes the NopResource Ready; the claim follows.
     let by_xr = ListParams::default().labels(&format!("crossplane.io/composite={xr_name}"));
     let composed = wait_for("the composed NopResource", Duration::from_secs(60), || async {
         let l = nops.list(&by_xr).await?;
@@ -540,15 +532,6 @@ spec:
         "composed resources carry the claim labels"
     );
     let _provider = start_provider_nop(cluster.kubeconfig(), &id)?;
-    if _provider.is_none() {
-        eprintln!("provider-nop is not built: marking the NopResources Ready as admin");
-        for n in &composed {
-            let patch = serde_json::json!({"status": {"conditions": [{"type": "Ready", "status": "True",
-                "reason": "Available", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
-            nops.patch_status(&n.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-                .await?;
-        }
-    }
     let ready = wait_for("the claim to be Ready", Duration::from_secs(90), || async {
         let c = json(&claims.get("my-db").await?);
         let ready = condition(&c, "Ready").is_some_and(|r| r["status"] == "True");

@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 
 pub mod audit;
+pub mod cargo;
 mod certs;
 mod cluster;
 mod component;

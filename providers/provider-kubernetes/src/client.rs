@@ -40,6 +40,7 @@ pub struct ObjectClient {
     target_key: String,
     discovery: Arc<DiscoveryCache>,
     desired: Option<Desired>,
+    sanitize_secrets: bool,
 }
 
 impl ObjectClient {
@@ -55,7 +56,14 @@ impl ObjectClient {
             target_key,
             discovery,
             desired: None,
+            sanitize_secrets: false,
         }
+    }
+
+    /// With `on`, an observed Secret's values are redacted in the status ([`redact_secret`]).
+    pub(crate) fn sanitizing_secrets(mut self, on: bool) -> Self {
+        self.sanitize_secrets = on;
+        self
     }
 
     async fn resource(
@@ -297,7 +305,11 @@ impl<K: ObjectKind> ExternalClient<K> for ObjectClient {
                 ));
             }
         };
-        mr.set_observed(Some(value));
+        let mut shown_value = value;
+        if self.sanitize_secrets {
+            redact_secret(&mut shown_value);
+        }
+        mr.set_observed(Some(shown_value));
         let ready_condition = if ready {
             Condition::available()
         } else {
@@ -357,5 +369,53 @@ impl<K: ObjectKind> ExternalClient<K> for ObjectClient {
                 e,
             )),
         }
+    }
+}
+
+/// What a redacted Secret value reads as in the status.
+pub const REDACTED: &str = "REDACTED";
+
+/// Replaces every value of a core `v1` Secret's `data` and `stringData` with [`REDACTED`], so that
+/// `status.atProvider.manifest` carries its keys but none of its contents; any other object is left
+/// as it is.
+pub fn redact_secret(object: &mut Value) {
+    if object["apiVersion"] != "v1" || object["kind"] != "Secret" {
+        return;
+    }
+    for field in ["data", "stringData"] {
+        if let Some(map) = object.get_mut(field).and_then(Value::as_object_mut) {
+            for v in map.values_mut() {
+                *v = Value::String(REDACTED.to_owned());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod redact_tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_secret_keeps_its_keys_and_loses_its_values() {
+        let mut s = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+                           "data": {"password": "aHVudGVyMg=="}, "stringData": {"user": "admin"}});
+        redact_secret(&mut s);
+        assert_eq!(s["data"], json!({"password": REDACTED}));
+        assert_eq!(s["stringData"], json!({"user": REDACTED}));
+        assert_eq!(s["metadata"]["name"], "s");
+    }
+
+    #[test]
+    fn other_objects_are_untouched() {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"k": "v"}});
+        let mut c = cm.clone();
+        redact_secret(&mut c);
+        assert_eq!(c, cm);
+        let other = json!({"apiVersion": "example.org/v1", "kind": "Secret", "data": {"k": "v"}});
+        let mut o = other.clone();
+        redact_secret(&mut o);
+        assert_eq!(o, other);
     }
 }

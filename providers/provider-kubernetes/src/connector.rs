@@ -59,6 +59,7 @@ pub struct ObjectConnector {
     clients: Arc<Mutex<HashMap<String, kube::Client>>>,
     discovery: Arc<DiscoveryCache>,
     user_agent: Option<http::HeaderValue>,
+    sanitize_secrets: bool,
 }
 
 impl ObjectConnector {
@@ -72,6 +73,13 @@ impl ObjectConnector {
     pub fn with_user_agent(mut self, user_agent: &str) -> Result<Self, http::header::InvalidHeaderValue> {
         self.user_agent = Some(http::HeaderValue::from_str(user_agent)?);
         Ok(self)
+    }
+
+    /// With `on`, an observed Secret's values are redacted in `status.atProvider.manifest`
+    /// (upstream's `--sanitize-secrets`).
+    pub fn with_sanitized_secrets(mut self, on: bool) -> Self {
+        self.sanitize_secrets = on;
+        self
     }
 
     async fn kubeconfig_client(
@@ -167,11 +175,9 @@ impl<K: ObjectKind> ExternalConnector<K> for ObjectConnector {
                 )));
             }
         };
-        Ok(ObjectClient::new(
-            local.clone(),
-            target,
-            target_key,
-            self.discovery.clone(),
-        ))
+        Ok(
+            ObjectClient::new(local.clone(), target, target_key, self.discovery.clone())
+                .sanitizing_secrets(self.sanitize_secrets),
+        )
     }
 }

@@ -1,17 +1,17 @@
 //! Upstream provider-kubernetes' own flags (`cmd/provider/main.go`), accepted for compatibility: why
-//! each is ignored here, or that it is applied (`--webhook-port`).
+//! each is ignored here, or that it is applied (`--webhook-port`, `--sanitize-secrets`).
 
 use managed::cli::Flag;
 
 /// The flags beyond crossplane-runtime's common set.
 pub const UPSTREAM_FLAGS: &[Flag] = &[
     Flag::ignored("poll-jitter-percentage", "the poll jitter is fixed at 10 %").default("10"),
-    Flag::ignored_switch(
-        "sanitize-secrets",
-        "not implemented yet: Secret data is not redacted from status",
-    )
-    .env("SANITIZE_SECRETS")
-    .default("false"),
+    // Applied: an observed Secret's values are redacted in `status.atProvider.manifest`
+    // (`client::redact_secret`).
+    Flag::ignored_switch("sanitize-secrets", "")
+        .env("SANITIZE_SECRETS")
+        .default("false")
+        .applied(),
     // Applied: the port of the Object v1alpha1 ⇄ v1alpha2 conversion webhook (`crate::webhook`).
     Flag::ignored("webhook-port", "")
         .env("WEBHOOK_PORT")

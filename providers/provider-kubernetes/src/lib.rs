@@ -119,6 +119,11 @@ pub fn setup(mgr: &mut Manager, options: &Options) {
             ObjectConnector::new()
         }
     };
+    let sanitize = options
+        .compat
+        .iter()
+        .any(|g| g.name == "sanitize-secrets" && g.value == "true");
+    let connector = connector.with_sanitized_secrets(sanitize);
     let mut options = options.clone();
     options.deterministic_external_name = true;
     let (legacy, modern) = GROUPS.options(&options);

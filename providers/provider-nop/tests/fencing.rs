@@ -205,7 +205,11 @@ async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> 
         ns,
         user,
     } = setup().await?;
-    let mut a = replica(&c, &ns, "nop-a", true).await?;
+    // The leader reaches the apiserver through a holding relay, so that when it is frozen, what it had
+    // in flight arrives after the takeover: without it a frozen leader sends nothing late (its own
+    // client-side fence stops it when it runs again), and the fence would be judged on nothing.
+    let relay = HoldingRelay::start(c.server.trim_start_matches("https://").to_owned()).await?;
+    let mut a = replica_via(&c, &ns, "nop-a", true, Some(relay.addr)).await?;
     wait_holder(&client, &ns, LEASE, &a.identity, Duration::from_secs(20))
         .await
         .with_context(|| a.log_text())?;
@@ -220,13 +224,52 @@ async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> 
     }
     wait_ready(&api, &selector, 10, &a).await?;
 
-    // Freeze the leader until the standby has taken over, then let it run again.
+    // Give the leader work, hold what it sends, and freeze it once the relay holds some of it: those
+    // writes passed its client-side fence inside its term. Once the standby has taken over they are
+    // delivered while the leader is still frozen; then it runs again.
+    let before = relay.held_chunks();
+    relay.hold(true);
+    for i in 10..15 {
+        api.create(&PostParams::default(), &nop(&ns, i)?).await?;
+    }
+    eventually(
+        "the frozen leader's writes held in the relay",
+        Duration::from_secs(10),
+        || {
+            // Five new resources give the leader at least five writes to send (besides its renewals).
+            let n = relay.held_chunks();
+            async move { Ok(n >= before + 5) }
+        },
+    )
+    .await
+    .with_context(|| a.log_text())?;
     a.pause()?;
     let frozen = Timestamp::now();
     wait_holder(&client, &ns, LEASE, &b.identity, Duration::from_secs(30))
         .await
         .with_context(|| b.log_text())?;
-    for i in 10..20 {
+    relay.hold(false);
+    let ua_a = user_agent(&a.identity);
+    eventually(
+        "the frozen leader's held writes in the audit log, after the takeover",
+        Duration::from_secs(30),
+        || {
+            let (log, ua_a, ns, b_id) = (c.audit(), ua_a.clone(), ns.clone(), b.identity.clone());
+            async move {
+                let events = log.read()?.events;
+                let acquired = acquired_by(&events, &ns, &b_id)?;
+                Ok(events.iter().any(|e| {
+                    e.user_agent == ua_a
+                        && e.is_write()
+                        && e.resource == "nopresources"
+                        && e.received > acquired
+                }))
+            }
+        },
+    )
+    .await
+    .with_context(|| a.log_text())?;
+    for i in 15..20 {
         api.create(&PostParams::default(), &nop(&ns, i)?).await?;
     }
     a.resume()?;
@@ -234,7 +277,6 @@ async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> 
     wait_ready(&api, &selector, 20, &b).await?;
     // Positive control for "none admitted after the takeover": the resumed leader ran again and its
     // requests reach the audit log (its elector at least reads or tries to renew the Lease).
-    let ua_a = user_agent(&a.identity);
     eventually(
         "a request of the resumed leader in the audit log",
         Duration::from_secs(30),
@@ -273,6 +315,8 @@ async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> 
     };
     let ok = |e: &testenv::AuditEvent| (200..300).contains(&e.code);
     let refused = |e: &testenv::AuditEvent| e.code == 403;
+    // Refused before admission: a stale resourceVersion (the new leader wrote the object first).
+    let conflict = |e: &testenv::AuditEvent| e.code == 409;
     let acquired = acquired_by(&events, &ns, &b.identity)?;
 
     let rogue_writes = of(&rogue);
@@ -280,12 +324,15 @@ async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> 
     let a_writes = of(&a);
     let a_ok_after = count(&a_writes, &|e| ok(e) && e.received > acquired);
     let a_refused_after = count(&a_writes, &|e| refused(e) && e.received > acquired);
+    let a_conflict_after = count(&a_writes, &|e| conflict(e) && e.received > acquired);
+    let a_after = count(&a_writes, &|e| e.received > acquired);
     let b_writes = of(&b);
     let b_ok = count(&b_writes, &ok);
     let b_refused_after = count(&b_writes, &|e| refused(e) && e.received > acquired);
     println!(
-        "rogue: {} writes, {rogue_ok} admitted; frozen leader: {} writes, {a_ok_after} admitted and {a_refused_after} \
-         refused after b's acquisition (frozen {:.1} s); new leader: {b_ok} admitted, {b_refused_after} refused",
+        "rogue: {} writes, {rogue_ok} admitted; frozen leader: {} writes, {a_after} after b's acquisition: \
+         {a_ok_after} admitted, {a_refused_after} refused by the fence (403), {a_conflict_after} with 409 \
+         (frozen {:.1} s); new leader: {b_ok} admitted, {b_refused_after} refused",
         rogue_writes.len(),
         a_writes.len(),
         resumed.duration_since(frozen).as_secs_f64(),
@@ -313,9 +360,21 @@ async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> 
         a_ok_before > 0,
         "no admitted write of the leader before the takeover: the filter sees nothing of it"
     );
+    // Positive control for the fence: the frozen leader did send writes that arrived after the
+    // takeover, and every one was refused (by the fence, or by the apiserver's stale-resourceVersion
+    // check that runs before it), none admitted.
+    ensure!(
+        a_after > 0,
+        "no write of the frozen leader arrived after b took over, so the fence was judged on nothing"
+    );
     ensure!(
         a_ok_after == 0,
         "{a_ok_after} writes of the frozen leader were admitted after b took over"
+    );
+    ensure!(
+        a_refused_after > 0 && a_refused_after + a_conflict_after == a_after,
+        "of the frozen leader's {a_after} writes after b took over, {a_refused_after} were refused with 403 \
+         and {a_conflict_after} with 409; every one must be refused, and the fence must refuse some"
     );
     ensure!(b_ok > 0, "the new leader wrote nothing");
     publish(
@@ -326,7 +385,9 @@ async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> 
             "frozen_leader_writes": a_writes.len(),
             "frozen_leader_admitted_before_takeover": a_ok_before,
             "frozen_leader_admitted_after_takeover": a_ok_after,
+            "frozen_leader_writes_after_takeover": a_after,
             "frozen_leader_refused_after_takeover": a_refused_after,
+            "frozen_leader_conflict_after_takeover": a_conflict_after,
             "frozen_seconds": resumed.duration_since(frozen).as_secs_f64(),
             "new_leader_admitted": b_ok,
             "new_leader_refused_after_acquisition": b_refused_after,
@@ -336,7 +397,7 @@ async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> 
     // apiserver's copy of the Lease before it caught up, and is refused and retried.
 
     // The private control plane goes with everything in it.
-    drop((a, b, rogue));
+    drop((a, b, rogue, relay));
     drop(cp);
     Ok(())
 }
@@ -350,6 +411,7 @@ async fn the_apiserver_refuses_writes_from_pods_that_do_not_hold_the_lease() -> 
 struct HoldingRelay {
     addr: SocketAddr,
     hold: watch::Sender<Option<Instant>>,
+    held: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl HoldingRelay {
@@ -359,9 +421,11 @@ impl HoldingRelay {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let (hold, held) = watch::channel(None::<Instant>);
+        let counter = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let held_chunks = counter.clone();
         tokio::spawn(async move {
             while let Ok((down, _)) = listener.accept().await {
-                let (upstream, mut held) = (upstream.clone(), held.clone());
+                let (upstream, mut held, counter) = (upstream.clone(), held.clone(), counter.clone());
                 tokio::spawn(async move {
                     let Ok(up) = TcpStream::connect(&upstream).await else {
                         return;
@@ -377,9 +441,16 @@ impl HoldingRelay {
                     tokio::spawn(async move {
                         let mut buf = vec![0u8; 64 * 1024];
                         while let Ok(n) = down_r.read(&mut buf).await {
-                            let late = arrivals
-                                .borrow()
-                                .is_some_and(|since| since.elapsed() > Self::IN_FLIGHT);
+                            let (holding, late) = {
+                                let since = arrivals.borrow();
+                                (
+                                    since.is_some(),
+                                    since.is_some_and(|since| since.elapsed() > Self::IN_FLIGHT),
+                                )
+                            };
+                            if holding && !late && n > 0 {
+                                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            }
                             if n == 0 || chunks.send((late, buf[..n].to_vec())).is_err() {
                                 break;
                             }
@@ -399,11 +470,20 @@ impl HoldingRelay {
                 });
             }
         });
-        Ok(Self { addr, hold })
+        Ok(Self {
+            addr,
+            hold,
+            held: held_chunks,
+        })
     }
 
     fn hold(&self, on: bool) {
         self.hold.send_replace(on.then(Instant::now));
+    }
+
+    /// Chunks the client sent into a hold, within its in-flight window, so far (kept for delivery).
+    fn held_chunks(&self) -> usize {
+        self.held.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

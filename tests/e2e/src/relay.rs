@@ -31,6 +31,7 @@ pub struct Relay {
     port: u16,
     commands: mpsc::Sender<Command>,
     accepted: Arc<AtomicUsize>,
+    late: Arc<AtomicUsize>,
     mode: watch::Sender<Mode>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -42,6 +43,9 @@ struct Mode {
     delay: Duration,
     /// Forward nothing (keep everything) while set.
     held: bool,
+    /// Sabotage, for the verdicts' positive controls: what was held is dropped at the release instead
+    /// of delivered.
+    discard_held: bool,
 }
 
 impl Relay {
@@ -53,12 +57,24 @@ impl Relay {
         let port = listener.local_addr()?.port();
         let (commands, rx) = mpsc::channel(4);
         let accepted = Arc::new(AtomicUsize::new(0));
+        let late = Arc::new(AtomicUsize::new(0));
         let (mode, modes) = watch::channel(Mode::default());
-        let task = tokio::spawn(serve(listener, port, upstream, rx, accepted.clone(), modes));
+        let task = tokio::spawn(serve(
+            listener,
+            port,
+            upstream,
+            rx,
+            accepted.clone(),
+            Flow {
+                modes,
+                late: late.clone(),
+            },
+        ));
         Ok(Relay {
             port,
             commands,
             accepted,
+            late,
             mode,
             task,
         })
@@ -68,6 +84,18 @@ impl Relay {
     /// forwarded to the apiserver, and nothing is dropped. What the apiserver sends still flows.
     pub fn hold(&self, on: bool) {
         self.mode.send_modify(|m| m.held = on);
+    }
+
+    /// Sabotage for the verdicts' positive controls: from now on, what a hold kept is dropped when it
+    /// ends instead of delivered (so nothing arrives late).
+    pub fn discard_held(&self) {
+        self.mode.send_modify(|m| m.discard_held = true);
+    }
+
+    /// How many chunks the replica sent that a hold kept and then delivered, so far: what reached the
+    /// apiserver late.
+    pub fn delivered_late(&self) -> usize {
+        self.late.load(Ordering::Relaxed)
     }
 
     /// Forwards each chunk the replica sends `delay` after it arrived (in order; zero: at once).
@@ -119,7 +147,7 @@ async fn serve(
     upstream: SocketAddr,
     mut commands: mpsc::Receiver<Command>,
     accepted: Arc<AtomicUsize>,
-    modes: watch::Receiver<Mode>,
+    flow: Flow,
 ) {
     let mut listener = Some(listener);
     let mut conns: JoinSet<()> = JoinSet::new();
@@ -148,7 +176,7 @@ async fn serve(
             conn = accept(listener.as_ref()) => {
                 if let Ok((client, _)) = conn {
                     accepted.fetch_add(1, Ordering::Relaxed);
-                    conns.spawn(relay(client, upstream, modes.clone()));
+                    conns.spawn(relay(client, upstream, flow.clone()));
                 }
             }
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
@@ -163,7 +191,15 @@ async fn accept(listener: Option<&TcpListener>) -> std::io::Result<(TcpStream, S
     }
 }
 
-async fn relay(client: TcpStream, upstream: SocketAddr, mut modes: watch::Receiver<Mode>) {
+/// What every connection of a relay shares: the forwarding mode, and the count of chunks delivered late.
+#[derive(Clone)]
+struct Flow {
+    modes: watch::Receiver<Mode>,
+    late: Arc<AtomicUsize>,
+}
+
+async fn relay(client: TcpStream, upstream: SocketAddr, flow: Flow) {
+    let Flow { mut modes, late } = flow;
     let Ok(server) = TcpStream::connect(upstream).await else {
         return;
     };
@@ -188,11 +224,13 @@ async fn relay(client: TcpStream, upstream: SocketAddr, mut modes: watch::Receiv
     };
     let forward = async move {
         'chunks: while let Some((arrived, chunk)) = queue.recv().await {
-            loop {
+            let mut was_held = false;
+            let discard = loop {
                 let mode = *modes.borrow_and_update();
+                was_held |= mode.held;
                 let due = arrived + mode.delay;
                 if !mode.held && tokio::time::Instant::now() >= due {
-                    break;
+                    break was_held && mode.discard_held;
                 }
                 let wait = async {
                     if mode.held {
@@ -204,9 +242,15 @@ async fn relay(client: TcpStream, upstream: SocketAddr, mut modes: watch::Receiv
                     () = wait => {}
                     changed = modes.changed() => if changed.is_err() { break 'chunks },
                 }
+            };
+            if discard {
+                continue;
             }
             if server_write.write_all(&chunk).await.is_err() {
                 break;
+            }
+            if was_held {
+                late.fetch_add(1, Ordering::Relaxed);
             }
         }
         let _ = server_write.shutdown().await;
@@ -250,6 +294,11 @@ mod tests {
         relay.hold(false);
         tokio::time::timeout(Duration::from_secs(5), a.read_exact(&mut buf)).await??;
         assert_eq!(&buf, b"late", "what was held arrives when the hold ends");
+        assert_eq!(
+            relay.delivered_late(),
+            1,
+            "the held chunk is counted as delivered late"
+        );
 
         relay.delay(Duration::from_millis(400));
         let sent = std::time::Instant::now();
@@ -261,6 +310,23 @@ mod tests {
             "{:?}",
             sent.elapsed()
         );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_sabotaged_hold_delivers_nothing_late() -> anyhow::Result<()> {
+        let relay = Relay::start(echo().await?).await?;
+        relay.discard_held();
+        let mut a = TcpStream::connect(("127.0.0.1", relay.port())).await?;
+        relay.hold(true);
+        a.write_all(b"lost").await?;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        relay.hold(false);
+        a.write_all(b"next").await?;
+        let mut buf = [0u8; 4];
+        tokio::time::timeout(Duration::from_secs(5), a.read_exact(&mut buf)).await??;
+        assert_eq!(&buf, b"next", "what was held is dropped, what follows flows");
+        assert_eq!(relay.delivered_late(), 0);
         Ok(())
     }
 

@@ -100,20 +100,36 @@ const RBAC_KINDS: [&str; 5] = [
     "ClusterRoleBinding",
 ];
 
-/// `cargo xtask demo`: on a node where one can start, else with local processes. `images` holds the
-/// node's image archives (built when `None`). Returns the exit code.
+/// `cargo xtask demo`: on a node, setting it up first (the node's system packages, as `cargo xtask test`
+/// installs them), unless this machine truly cannot run one (not root, no cgroups): then it says why in
+/// one line and runs local processes. `images` holds the node's image archives (built when `None`).
+/// Returns the exit code.
 pub fn run(options: Options, images: Option<&std::path::Path>) -> Result<i32> {
-    if !(options.local || options.keep || options.down) {
-        let why = match pods::unavailable() {
-            Some(why) => why,
-            None => match pods::run(options, images)? {
-                pods::Outcome::Ran(code) => return Ok(code),
-                pods::Outcome::NoNode(why) => format!("the node did not start: {why}"),
-            },
-        };
-        eprintln!("[demo] no node: {why}; running the replicas as local processes instead (--local)");
+    if options.local || options.keep || options.down {
+        return local(options);
     }
-    local(options)
+    if let Some(why) = pods::impossible() {
+        eprintln!("[demo] no node: {why}; running the replicas as local processes instead (--local)");
+        return local(options);
+    }
+    eprintln!(
+        "[demo] setting up the node's system packages (containerd, runc, CNI plugins, iptables, kubectl)"
+    );
+    crate::prereq::ensure_node()?;
+    if let Some(why) = pods::unavailable() {
+        anyhow::bail!("the node cannot start: {why}");
+    }
+    match pods::run(options, images)? {
+        pods::Outcome::Ran(code) => Ok(code),
+        pods::Outcome::NoNode(why) => {
+            eprintln!(
+                "[demo] the node did not start: {why}. Its logs are under {}; `cargo xtask demo --local` \
+                 runs the replicas as local processes instead",
+                pods::dir().display()
+            );
+            Ok(1)
+        }
+    }
 }
 
 /// The demo with local processes.

@@ -40,14 +40,33 @@ pub(super) enum Outcome {
     NoNode(String),
 }
 
-/// Why this machine cannot run a node, in one line; `None` when it can.
-pub(super) fn unavailable() -> Option<String> {
+/// The node demo's test bed directory, with every component's log.
+pub(super) fn dir() -> PathBuf {
+    target_dir().join("testbed").join("demo-node")
+}
+
+/// Why this machine can never run a node, whatever is installed, in one line; `None` when it can.
+pub(super) fn impossible() -> Option<String> {
     let uid = std::fs::metadata("/proc/self")
         .map(|m| m.uid())
         .unwrap_or(u32::MAX);
     if uid != 0 {
         return Some("a node needs root (it creates a bridge, an iptables rule and mounts)".into());
     }
+    let cgroup = Path::new("/sys/fs/cgroup");
+    let v2 = cgroup.join("cgroup.controllers").is_file();
+    let v1 = cgroup.join("memory").is_dir() && cgroup.join("cpu").is_dir();
+    if !(v1 || v2) {
+        return Some(
+            "a node needs cgroups (neither cgroup v2 nor v1's cpu and memory hierarchies are mounted under /sys/fs/cgroup)"
+                .into(),
+        );
+    }
+    None
+}
+
+/// Why the node cannot start now, in one line (a system tool missing); `None` when it can.
+pub(super) fn unavailable() -> Option<String> {
     if let Err(e) = testenv::node::check_prerequisites() {
         return Some(e.to_string());
     }
@@ -116,7 +135,7 @@ pub(super) fn run(options: Options, images: Option<&Path>) -> Result<Outcome> {
     }
     let harness = crate::harness()?;
     let (archives, pause) = archives(images)?;
-    let dir = target_dir().join("testbed").join("demo-node");
+    let dir = dir();
     if dir.exists() {
         std::fs::remove_dir_all(&dir).with_context(|| {
             format!(

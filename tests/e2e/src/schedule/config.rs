@@ -88,4 +88,38 @@ pub struct Config {
     pub log_dir: PathBuf,
     /// Print a line per fault on stderr as it happens.
     pub verbose: bool,
+    /// Break one thing on purpose, to see the verdict's positive control for it fail; `None` in every
+    /// real run.
+    pub sabotage: Option<Sabotage>,
+}
+
+/// A part of the schedule broken on purpose (`cargo xtask chaos --sabotage`): each one must make
+/// [`Report::verdict`](super::Report::verdict) fail, naming the control it defeats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sabotage {
+    /// The relays drop what a freeze held instead of delivering it late: no frozen leader's write
+    /// reaches the apiserver, so no late write is seen, refused or admitted.
+    HoldDeliversNothing,
+    /// The server-side fence is never installed, although [`Config::fence_after`] asks for it.
+    NoFence,
+    /// client-go's candidate never joins, although [`Config::client_go`] asks for it.
+    NoClientGo,
+}
+
+impl Sabotage {
+    /// Every sabotage, for `--sabotage`'s list.
+    pub const ALL: [Sabotage; 3] = [
+        Sabotage::HoldDeliversNothing,
+        Sabotage::NoFence,
+        Sabotage::NoClientGo,
+    ];
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Sabotage::HoldDeliversNothing => "hold-delivers-nothing",
+            Sabotage::NoFence => "no-fence",
+            Sabotage::NoClientGo => "no-client-go",
+        }
+    }
 }

@@ -7,7 +7,7 @@ use anyhow::{Context, bail};
 use jiff::Timestamp;
 
 use super::world::World;
-use super::{Fault, FaultRecord, Group};
+use super::{Fault, FaultRecord, Group, Sabotage};
 use crate::checker::{self, Lock};
 
 impl World<'_> {
@@ -49,10 +49,16 @@ impl World<'_> {
                     self.config.min_changes
                 );
             }
-            if self.fence_from.is_none() && self.config.fence_after.is_some_and(|n| self.live_changes() >= n)
-            {
-                self.install_fence().await.context("installing the fence")?;
-                if self.config.client_go {
+            if !self.fence_due && self.config.fence_after.is_some_and(|n| self.live_changes() >= n) {
+                self.fence_due = true;
+                if self.config.sabotage == Some(Sabotage::NoFence) {
+                    self.say("sabotage: the server-side fence is not installed");
+                } else {
+                    self.install_fence().await.context("installing the fence")?;
+                }
+                if self.config.sabotage == Some(Sabotage::NoClientGo) {
+                    self.say("sabotage: client-go's candidate does not join");
+                } else if self.config.client_go {
                     self.join_client_go()
                         .await
                         .context("adding client-go's candidate")?;

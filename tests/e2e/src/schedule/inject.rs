@@ -11,19 +11,23 @@ use nix::sys::signal::Signal;
 use super::world::World;
 use super::{CLOCK_OFFSET, CURRENT_VERSION, Fault, Group, NEXT_VERSION, REPLICAS, TAKEOVER_TIMEOUT};
 
-/// With the fence on, how long a leader's requests are in flight in its relay before SIGSTOP; what is
-/// in flight when it freezes is delivered after the takeover.
+/// How long a leader's requests are in flight in its relay before SIGSTOP, when the freeze catches writes
+/// in flight; what is in flight when it freezes is delivered after the takeover.
 const IN_FLIGHT_DELAY: Duration = Duration::from_millis(400);
 /// How long held requests get to reach the apiserver and be answered before SIGCONT.
 const DELIVERY_WAIT: Duration = Duration::from_secs(2);
 /// How long the apiserver gets to exit after SIGTERM in an apiserver restart.
 const APISERVER_STOP_GRACE: Duration = Duration::from_secs(3);
 
-/// A leader frozen by the schedule: who, and when it was frozen (it runs again once its successor
-/// leads).
+/// A leader frozen by the schedule: who, when it was frozen, and when it ran again (once its successor
+/// led); with `in_flight`, what its relay held at the freeze was delivered before it ran again.
 pub(super) struct Pause {
     pub(super) identity: String,
     pub(super) stopped: Timestamp,
+    pub(super) resumed: Timestamp,
+    pub(super) in_flight: bool,
+    /// Requests its relay held at the freeze and delivered late (0 without `in_flight`).
+    pub(super) delivered_late: usize,
 }
 
 impl World<'_> {
@@ -49,13 +53,21 @@ impl World<'_> {
                 Ok(format!("{leader} -> {next}"))
             }
             Fault::Stop => {
-                // With the server-side fence in force, the freeze also catches writes in flight: the
-                // leader's relay delays what it sends (so requests, writes among them, are on the
-                // wire for a while), then holds it and the leader is stopped; what was in flight is
-                // delivered after the takeover while the process is still stopped (so it cannot
-                // cancel it). Without the fence that is the gap no client-side check closes, so the
-                // fence-off part of a run freezes the process alone.
-                let in_flight = self.fence_from.is_some();
+                // The freeze can also catch writes in flight: the leader's relay delays what it sends
+                // (so requests, writes among them, are on the wire for a while), then holds it and the
+                // leader is stopped; what was in flight is delivered after the takeover while the
+                // process is still stopped (so it cannot cancel it). With the server-side fence in
+                // force every such freeze does so, and each late write must be refused. Without the
+                // fence that is the gap no client-side check closes: every other freeze of the
+                // fence-off part (the first one included) catches writes in flight too, and the report
+                // shows what became of each (409, or admitted), next to the self-fencing figure.
+                let in_flight = if self.fence_from.is_some() {
+                    true
+                } else {
+                    self.freezes_fence_off += 1;
+                    self.freezes_fence_off % 2 == 1
+                };
+                let late_before = self.slots[slot].relay.delivered_late();
                 if in_flight {
                     self.slots[slot].relay.delay(IN_FLIGHT_DELAY);
                     tokio::time::sleep(IN_FLIGHT_DELAY * 4).await;
@@ -65,19 +77,27 @@ impl World<'_> {
                 self.replica(slot)?.signal(Signal::SIGSTOP)?;
                 tokio::time::sleep(beyond_lease).await;
                 let next = self.wait_leader(group, Some(&leader), TAKEOVER_TIMEOUT).await;
-                self.pauses.push(Pause {
-                    identity: leader.clone(),
-                    stopped,
-                });
                 if in_flight {
                     self.slots[slot].relay.delay(Duration::ZERO);
                     self.slots[slot].relay.hold(false);
                     tokio::time::sleep(DELIVERY_WAIT).await;
                 }
+                let delivered_late = self.slots[slot].relay.delivered_late() - late_before;
+                let resumed = Timestamp::now();
                 self.replica(slot)?.signal(Signal::SIGCONT)?;
+                self.pauses.push(Pause {
+                    identity: leader.clone(),
+                    stopped,
+                    resumed,
+                    in_flight,
+                    delivered_late,
+                });
                 let next = next?;
                 let held = if in_flight {
-                    format!(" (what it had in flight, up to {IN_FLIGHT_DELAY:?} of requests, delivered late)")
+                    format!(
+                        " (what it had in flight, up to {IN_FLIGHT_DELAY:?} of requests, delivered late: \
+                         {delivered_late} chunks held)"
+                    )
                 } else {
                     String::new()
                 };

@@ -82,10 +82,13 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use testenv::ControlPlane;
 
-pub use config::{Binaries, Config, Timings};
+pub use config::{Binaries, Config, Sabotage, Timings};
 pub use fault::Fault;
 pub use group::Group;
-pub use report::{AuditFigures, Census, ClientGoFigures, FaultRecord, LateWrite, ReplicaRecord, Report};
+pub use report::{
+    AuditFigures, Census, ClientGoFigures, Control, Expected, FaultRecord, FreezeRecord, LateWrite,
+    ReplicaRecord, Report,
+};
 
 use world::World;
 

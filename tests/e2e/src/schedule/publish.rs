@@ -57,6 +57,7 @@ impl Report {
             })
             .collect();
         let (off, on) = self.violations_by_mode();
+        let (held, held_refused, gap) = self.held_fence_off();
         let mut codes: BTreeMap<String, usize> = BTreeMap::new();
         for w in self.late_writes.iter().filter(|w| w.frozen) {
             *codes.entry(w.write.code.to_string()).or_default() += 1;
@@ -72,6 +73,11 @@ impl Report {
                 "writes_checked": self.checked_writes - self.checked_writes_fenced,
                 "leadership_changes": self.total_changes - self.changes_fenced,
                 "violations": off,
+                "freezes_with_writes_in_flight": self.freezes.iter().filter(|f| f.in_flight && !f.fenced).count(),
+                "freezes_without": self.freezes.iter().filter(|f| !f.in_flight && !f.fenced).count(),
+                "held_writes_delivered_late": held,
+                "held_writes_refused": held_refused,
+                "self_fencing_gap": gap,
             },
             "fence_on": {
                 "in_force_from": self.fence_from.map(|t| t.to_string()),
@@ -79,6 +85,7 @@ impl Report {
                 "leadership_changes": self.changes_fenced,
                 "violations": on,
                 "fence_refusals": self.fence_refusals(),
+                "freezes_with_writes_in_flight": self.freezes.iter().filter(|f| f.in_flight && f.fenced).count(),
             },
             "writes_checked": self.checked_writes,
             "writes_attributed_by_pod": self.attributed_writes,
@@ -93,6 +100,7 @@ impl Report {
                 "object": w.write.object,
                 "code": w.write.code,
                 "frozen": w.frozen,
+                "held": w.held,
                 "fence": w.fenced,
                 "holder": w.write.holder,
             })).collect::<Vec<_>>(),
@@ -165,6 +173,14 @@ impl Report {
             (
                 "Violations with the fence off (self-fencing alone)",
                 off.to_string(),
+            ),
+            (
+                "Fence off: writes a frozen leader had in flight, delivered late / refused (409, 404) / \
+                 may have taken effect (the self-fencing gap, which only the fence closes)",
+                {
+                    let (held, refused, gap) = self.held_fence_off();
+                    format!("{held} / {refused} / {gap}")
+                },
             ),
             ("Violations with the fence on", on.to_string()),
             (
@@ -296,6 +312,7 @@ mod tests {
             },
             frozen: true,
             fenced,
+            held: true,
         }
     }
 

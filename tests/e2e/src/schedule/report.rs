@@ -9,6 +9,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use super::{Fault, Group, REPLICAS};
+
 use crate::checker::Violation;
 
 /// One fault as it ran.
@@ -58,6 +59,42 @@ pub struct LateWrite {
     pub frozen: bool,
     /// Received with the server-side fence in force, on a resource the fence covers (not Events).
     pub fenced: bool,
+    /// Delivered late by its relay: received while its sender was still stopped, after a freeze that
+    /// caught writes in flight.
+    pub held: bool,
+}
+
+/// One SIGSTOP freeze of a leader as it ran.
+#[derive(Debug, Clone)]
+pub struct FreezeRecord {
+    /// The frozen leader.
+    pub identity: String,
+    /// Whether the freeze caught its writes in flight (its relay held them and delivered them late).
+    pub in_flight: bool,
+    /// Whether the server-side fence was in force.
+    pub fenced: bool,
+    /// Chunks of requests its relay held and delivered late.
+    pub delivered_late: usize,
+}
+
+/// What the run was configured to show, so that the verdict can require that it did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Expected {
+    /// The server-side fence was to be installed part-way.
+    pub fence: bool,
+    /// client-go's candidate was to join under the fence.
+    pub client_go: bool,
+}
+
+/// One check of the verdict: what it requires, the figure it judged, and whether it held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Control {
+    /// What must hold, in words.
+    pub name: &'static str,
+    /// The figure it was judged on.
+    pub figure: String,
+    /// Whether it held.
+    pub held: bool,
 }
 
 /// What the audit log itself looked like.
@@ -148,6 +185,10 @@ pub struct Report {
     pub problems: Vec<String>,
     /// Every replica process started.
     pub replicas: Vec<ReplicaRecord>,
+    /// Every SIGSTOP freeze of a leader, in order.
+    pub freezes: Vec<FreezeRecord>,
+    /// What the run was configured to show.
+    pub expected: Expected,
     /// client-go's candidate's part, if it joined.
     pub client_go: Option<ClientGoFigures>,
     /// The versions in the user agents of each group's Lease writes.
@@ -163,9 +204,151 @@ pub struct Report {
 }
 
 impl Report {
-    /// Whether the run met every expectation, with at least `min_changes` leadership changes.
+    /// Whether the run met every expectation, with at least `min_changes` leadership changes: every
+    /// control of [`Report::verdict`] held.
     pub fn passed(&self, min_changes: usize) -> bool {
-        self.violations.is_empty() && self.problems.is_empty() && self.total_changes >= min_changes
+        self.verdict(min_changes).iter().all(|c| c.held)
+    }
+
+    /// The controls that failed, in words (empty when the run passed).
+    pub fn failures(&self, min_changes: usize) -> Vec<String> {
+        self.verdict(min_changes)
+            .into_iter()
+            .filter(|c| !c.held)
+            .map(|c| format!("{}: {}", c.name, c.figure))
+            .collect()
+    }
+
+    /// Late writes of frozen leaders that their relay delivered late with the fence off and that may
+    /// have taken effect: the gap self-fencing cannot close, shown next to the fence-off figure (with
+    /// the fence on, such a write is a violation).
+    pub fn self_fencing_gap(&self) -> usize {
+        self.late_writes
+            .iter()
+            .filter(|w| w.held && !w.fenced && w.write.may_have_taken_effect())
+            .count()
+    }
+
+    /// Late writes of frozen leaders that their relay delivered with the fence off, and what became of
+    /// them: `(delivered, refused with 409/404, may have taken effect)`.
+    pub fn held_fence_off(&self) -> (usize, usize, usize) {
+        let held: Vec<&LateWrite> = self.late_writes.iter().filter(|w| w.held && !w.fenced).collect();
+        let gap = held.iter().filter(|w| w.write.may_have_taken_effect()).count();
+        (held.len(), held.len() - gap, gap)
+    }
+
+    /// Every check the verdict makes, each with the figure it judged. Besides the absence of
+    /// violations and problems, each is a positive control: it fails when the thing it judges did not
+    /// happen (no fence, no client-go term, a fault kind that never ran, no late write delivered or
+    /// refused), so a run that exercised nothing cannot pass.
+    pub fn verdict(&self, min_changes: usize) -> Vec<Control> {
+        let mut c = Vec::new();
+        let mut check = |name: &'static str, figure: String, held: bool| {
+            c.push(Control { name, figure, held });
+        };
+        check(
+            "no violation",
+            format!("{} violations", self.violations.len()),
+            self.violations.is_empty(),
+        );
+        check(
+            "no other problem",
+            format!("{} problems", self.problems.len()),
+            self.problems.is_empty(),
+        );
+        check(
+            "enough leadership changes",
+            format!("{} changes (at least {min_changes})", self.total_changes),
+            self.total_changes >= min_changes,
+        );
+        let missing: Vec<&str> = Fault::ALL
+            .iter()
+            .filter(|f| !self.faults.iter().any(|r| r.fault == **f))
+            .map(|f| f.name())
+            .collect();
+        check(
+            "every fault kind ran",
+            if missing.is_empty() {
+                format!("{} kinds", Fault::ALL.len())
+            } else {
+                format!("never ran: {}", missing.join(", "))
+            },
+            missing.is_empty(),
+        );
+        let fence_off_in_flight: Vec<&FreezeRecord> =
+            self.freezes.iter().filter(|f| f.in_flight && !f.fenced).collect();
+        let delivered: usize = fence_off_in_flight.iter().map(|f| f.delivered_late).sum();
+        let (held, refused, gap) = self.held_fence_off();
+        check(
+            "with the fence off, a leader frozen with writes in flight, delivered late",
+            format!(
+                "{} such freezes, {delivered} chunks delivered late, {held} late writes ({refused} refused \
+                 with 409/404, {gap} may have taken effect: the self-fencing gap)",
+                fence_off_in_flight.len()
+            ),
+            !fence_off_in_flight.is_empty() && delivered > 0 && held > 0,
+        );
+        if self.expected.fence {
+            let fenced_freezes: Vec<&FreezeRecord> =
+                self.freezes.iter().filter(|f| f.in_flight && f.fenced).collect();
+            let delivered: usize = fenced_freezes.iter().map(|f| f.delivered_late).sum();
+            check(
+                "the server-side fence was installed",
+                match self.fence_from {
+                    Some(t) => format!("in force from {t}, {} changes after it", self.changes_fenced),
+                    None => "never installed".to_owned(),
+                },
+                self.fence_from.is_some() && self.changes_fenced > 0,
+            );
+            check(
+                "with the fence on, a leader frozen with writes in flight, delivered late",
+                format!(
+                    "{} such freezes, {delivered} chunks delivered late",
+                    fenced_freezes.len()
+                ),
+                !fenced_freezes.is_empty() && delivered > 0,
+            );
+            check(
+                "late writes refused by the fence itself (403)",
+                format!("{} refused with 403", self.fence_refusals()),
+                self.fence_refusals() > 0,
+            );
+        }
+        if self.expected.client_go {
+            let go = self.client_go.clone().unwrap_or_default();
+            check(
+                "client-go's candidate joined and led",
+                format!(
+                    "{} processes, {} terms, {} writes",
+                    go.processes, go.terms, go.writes_checked
+                ),
+                go.processes > 0 && go.terms > 0 && go.writes_checked > 0,
+            );
+            check(
+                "client-go's late writes as a frozen leader: some, every one refused",
+                format!(
+                    "{} late writes, {} refused",
+                    go.late_writes, go.late_writes_refused
+                ),
+                go.late_writes > 0 && go.late_writes_refused == go.late_writes && go.violations == 0,
+            );
+        }
+        c
+    }
+
+    /// The verdict, a line per control: `ok` or `FAILED`, what it requires, and its figure.
+    pub fn verdict_text(&self, min_changes: usize) -> String {
+        let mut s = String::new();
+        for c in self.verdict(min_changes) {
+            let _ = writeln!(
+                s,
+                "  {} {}: {}",
+                if c.held { "ok    " } else { "FAILED" },
+                c.name,
+                c.figure
+            );
+        }
+        s
     }
 
     /// A human-readable summary.
@@ -279,6 +462,12 @@ impl Report {
             self.census.ready,
             self.census.lost()
         );
+        let (held, refused, gap) = self.held_fence_off();
+        let _ = writeln!(
+            s,
+            "self-fencing gap (fence off, writes a frozen leader had in flight, delivered late): {held} \
+             delivered, {refused} refused with 409/404, {gap} may have taken effect"
+        );
         let _ = writeln!(s, "problems: {}", self.problems.len());
         for p in self.problems.iter().take(20) {
             let _ = writeln!(s, "  PROBLEM {p}");
@@ -310,5 +499,194 @@ impl LateWrite {
             w.code,
             w.holder.as_deref().unwrap_or("nobody")
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The verdict's positive controls: a report in which everything the run is there to show happened
+    //! passes, and breaking any one of those things makes the verdict fail, naming that control.
+
+    use jiff::Timestamp;
+
+    use super::*;
+
+    const MIN: usize = 4;
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().unwrap_or(Timestamp::UNIX_EPOCH)
+    }
+
+    fn late(time: &str, identity: &str, code: i32, fenced: bool, held: bool) -> LateWrite {
+        LateWrite {
+            write: Violation {
+                time: at(time),
+                user: "u".into(),
+                identity: identity.into(),
+                object: "nopresources ns/n".into(),
+                holder: Some("nop-1-1".into()),
+                reason: "late".into(),
+                code,
+            },
+            frozen: true,
+            fenced,
+            held,
+        }
+    }
+
+    fn freeze(in_flight: bool, fenced: bool, delivered_late: usize) -> FreezeRecord {
+        FreezeRecord {
+            identity: "nop-0-1".into(),
+            in_flight,
+            fenced,
+            delivered_late,
+        }
+    }
+
+    /// A run that showed everything: every fault kind, a fence-off freeze with writes in flight whose
+    /// late write got a 409, the fence installed and refusing with 403, client-go leading and refused.
+    fn complete() -> Report {
+        let faults = Fault::ALL
+            .iter()
+            .map(|&fault| FaultRecord {
+                fault,
+                group: None,
+                start: at("2026-12-01T09:00:00Z"),
+                end: at("2026-12-01T09:00:01Z"),
+                detail: String::new(),
+            })
+            .collect();
+        Report {
+            faults,
+            total_changes: MIN,
+            changes_fenced: 2,
+            fence_from: Some(at("2026-12-01T10:00:00Z")),
+            late_writes: vec![
+                late("2026-12-01T09:30:00Z", "nop-0-1", 409, false, true),
+                late("2026-12-01T10:30:00Z", "nop-0-2", 403, true, true),
+                late("2026-12-01T10:40:00Z", "go-3-1", 403, true, false),
+            ],
+            freezes: vec![
+                freeze(true, false, 3),
+                freeze(false, false, 0),
+                freeze(true, true, 2),
+            ],
+            client_go: Some(ClientGoFigures {
+                processes: 1,
+                terms: 1,
+                writes_checked: 10,
+                late_writes: 1,
+                late_writes_refused: 1,
+                violations: 0,
+            }),
+            expected: Expected {
+                fence: true,
+                client_go: true,
+            },
+            ..Report::default()
+        }
+    }
+
+    fn fails(report: &Report, control: &str) {
+        let failures = report.failures(MIN);
+        assert!(
+            failures.iter().any(|f| f.starts_with(control)),
+            "expected {control:?} to fail, got {failures:?}"
+        );
+        assert!(!report.passed(MIN));
+    }
+
+    #[test]
+    fn a_run_that_showed_everything_passes() {
+        let r = complete();
+        assert_eq!(r.failures(MIN), Vec::<String>::new());
+        assert!(r.passed(MIN));
+        assert_eq!(r.held_fence_off(), (1, 1, 0));
+    }
+
+    #[test]
+    fn the_hold_delivering_nothing_late_fails() {
+        let mut r = complete();
+        for f in &mut r.freezes {
+            f.delivered_late = 0;
+        }
+        r.late_writes.retain(|w| !w.held);
+        fails(&r, "with the fence off, a leader frozen with writes in flight");
+        fails(&r, "with the fence on, a leader frozen with writes in flight");
+    }
+
+    #[test]
+    fn no_fence_off_freeze_with_writes_in_flight_fails() {
+        let mut r = complete();
+        r.freezes.retain(|f| f.fenced || !f.in_flight);
+        fails(&r, "with the fence off, a leader frozen with writes in flight");
+    }
+
+    #[test]
+    fn a_fence_never_installed_fails() {
+        let mut r = complete();
+        r.fence_from = None;
+        r.changes_fenced = 0;
+        fails(&r, "the server-side fence was installed");
+    }
+
+    #[test]
+    fn no_refusal_by_the_fence_itself_fails() {
+        let mut r = complete();
+        for w in &mut r.late_writes {
+            if w.write.code == 403 {
+                w.write.code = 409;
+            }
+        }
+        fails(&r, "late writes refused by the fence itself (403)");
+    }
+
+    #[test]
+    fn client_go_absent_or_never_leading_fails() {
+        let mut r = complete();
+        r.client_go = None;
+        fails(&r, "client-go's candidate joined and led");
+        let mut r = complete();
+        if let Some(g) = &mut r.client_go {
+            g.terms = 0;
+        }
+        fails(&r, "client-go's candidate joined and led");
+    }
+
+    #[test]
+    fn client_go_without_late_writes_fails() {
+        let mut r = complete();
+        if let Some(g) = &mut r.client_go {
+            g.late_writes = 0;
+            g.late_writes_refused = 0;
+        }
+        fails(&r, "client-go's late writes as a frozen leader");
+    }
+
+    #[test]
+    fn a_fault_kind_that_never_ran_fails() {
+        let mut r = complete();
+        r.faults.retain(|f| f.fault != Fault::EtcdPause);
+        fails(&r, "every fault kind ran");
+    }
+
+    #[test]
+    fn the_self_fencing_gap_is_counted_and_not_a_violation_with_the_fence_off() {
+        let mut r = complete();
+        r.late_writes
+            .push(late("2026-12-01T09:30:01Z", "nop-0-1", 200, false, true));
+        assert_eq!(r.self_fencing_gap(), 1);
+        assert_eq!(r.held_fence_off(), (2, 1, 1));
+        assert!(r.passed(MIN), "{:?}", r.failures(MIN));
+    }
+
+    #[test]
+    fn violations_and_too_few_changes_fail() {
+        let mut r = complete();
+        r.violations.push(r.late_writes[0].write.clone());
+        fails(&r, "no violation");
+        let mut r = complete();
+        r.total_changes = MIN - 1;
+        fails(&r, "enough leadership changes");
     }
 }

@@ -32,6 +32,11 @@ pub(super) struct World<'a> {
     pub(super) faults: Vec<FaultRecord>,
     pub(super) observed: Arc<Mutex<Observed>>,
     pub(super) skew_forward: bool,
+    /// SIGSTOP faults injected with the fence off (every other one catches writes in flight).
+    pub(super) freezes_fence_off: usize,
+    /// Whether the schedule reached [`Config::fence_after`](super::Config) (the fence installed unless
+    /// sabotaged).
+    pub(super) fence_due: bool,
     pub(super) pauses: Vec<Pause>,
     /// When the server-side fence was seen in force, if it was installed.
     pub(super) fence_from: Option<Timestamp>,
@@ -103,6 +108,11 @@ impl<'a> World<'a> {
                 replica: None,
             });
         }
+        if config.sabotage == Some(super::Sabotage::HoldDeliversNothing) {
+            for s in &slots {
+                s.relay.discard_held();
+            }
+        }
         let ns = cluster.namespace("faults").await?;
         grant_service_accounts(&client, &ns).await?;
         Ok(World {
@@ -116,6 +126,8 @@ impl<'a> World<'a> {
             faults: Vec::new(),
             observed: Arc::default(),
             skew_forward: true,
+            freezes_fence_off: 0,
+            fence_due: false,
             pauses: Vec::new(),
             fence_from: None,
             census: Census::default(),
