@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use e2e::schedule::{self, Binaries, Config, Timings};
 
-use crate::{harness, runtime, target_dir};
+use crate::{harness, provenance, runtime, target_dir};
 
 /// The schedule's size.
 pub struct Options {
@@ -41,6 +41,11 @@ pub fn parse_sabotage(s: &str) -> Result<schedule::Sabotage, String> {
 /// Builds the replica binaries, starts a control plane, runs the schedule and returns the exit code.
 pub fn run(options: &Options) -> anyhow::Result<i32> {
     let started = Instant::now();
+    let command = format!(
+        "cargo xtask chaos --changes {} --nop-resources {} --xrs {} --fence-after {}",
+        options.changes, options.nop_resources, options.xrs, options.fence_after
+    );
+    let provenance = provenance::for_artifact("reliability.json", &command)?;
     let harness = harness()?;
     eprintln!("[chaos] cargo build -p e2e --bins");
     let status = crate::cargo()
@@ -88,7 +93,7 @@ pub fn run(options: &Options) -> anyhow::Result<i32> {
             s.name()
         );
     } else {
-        write_docs(&report, options, minutes)?;
+        write_docs(&report, options, minutes, provenance)?;
     }
     println!(
         "cargo xtask chaos: {minutes:.1} min in all; replica logs and the audit log under {}",
@@ -104,7 +109,12 @@ pub fn run(options: &Options) -> anyhow::Result<i32> {
 }
 
 /// Writes `docs/reliability.md` and `docs/reliability.json` from the report.
-fn write_docs(report: &schedule::Report, options: &Options, minutes: f64) -> anyhow::Result<()> {
+fn write_docs(
+    report: &schedule::Report,
+    options: &Options,
+    minutes: f64,
+    provenance: serde_json::Value,
+) -> anyhow::Result<()> {
     let docs = testenv::harness::repo_root().join("docs");
     let verdict = if report.passed(options.changes) {
         "PASSED"
@@ -119,7 +129,7 @@ fn write_docs(report: &schedule::Report, options: &Options, minutes: f64) -> any
          with self-fencing alone; then the server-side fence (`deploy/fencing`) was installed, and \
          client-go's candidate joined provider-nop's pool until the faults ended. Every \
          write of a replica is attributed by the pod its token is bound to and judged by the \
-         apiserver's answer, with no grace window (see `tests/e2e/src/schedule/check.rs`).",
+         apiserver's answer, with no grace window (see `tests/e2e/src/schedule/check.rs`). {}",
         options.changes,
         options.nop_resources,
         options.xrs,
@@ -127,10 +137,12 @@ fn write_docs(report: &schedule::Report, options: &Options, minutes: f64) -> any
         jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M UTC"),
         options.changes,
         options.fence_after,
+        provenance::markdown_line(&provenance),
     );
     let md = docs.join("reliability.md");
     std::fs::write(&md, report.to_markdown(&how)).with_context(|| format!("writing {}", md.display()))?;
     let mut json = report.to_json();
+    json["provenance"] = provenance;
     json["verdict"] = verdict.into();
     json["verdict_controls"] = report
         .verdict(options.changes)

@@ -7,13 +7,13 @@ use std::path::Path;
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
-use crate::target_dir;
+use crate::{provenance, target_dir};
 
 /// The tests and what each shows, in the order the document gives them.
 const TESTS: [(&str, &str); 2] = [
     (
         "refuses_pods_that_do_not_hold_the_lease",
-        "A replica started without leader election, and a leader frozen with SIGSTOP until its standby took over",
+        "A replica started without leader election, and a leader frozen with SIGSTOP (its writes in flight held in a relay) until its standby took over",
     ),
     (
         "refuses_writes_delayed_past_the_takeover",
@@ -28,6 +28,7 @@ pub fn run() -> anyhow::Result<i32> {
         std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
     }
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let provenance = provenance::for_artifact("fencing.json", "cargo xtask fencing")?;
     let args: Vec<String> = ["-p", "provider-nop", "--test", "fencing", "--", "--nocapture"]
         .map(String::from)
         .to_vec();
@@ -41,7 +42,7 @@ pub fn run() -> anyhow::Result<i32> {
     }
     let when = jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M UTC").to_string();
     let docs = testenv::harness::repo_root().join("docs");
-    let json = json!({ "written": when, "tests": figures });
+    let json = json!({ "written": when, "tests": figures, "provenance": provenance });
     let path = docs.join("fencing.json");
     std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n")
         .with_context(|| format!("writing {}", path.display()))?;
@@ -67,7 +68,8 @@ fn markdown(json: &Value, when: &str) -> String {
         "# The server-side fence\n\nWritten by `cargo xtask fencing` on {when}: the tests of \
          `providers/provider-nop/tests/fencing.rs`, on a control plane of their own, with provider-nop \
          replicas holding ServiceAccount tokens bound to pods, and the fence (`deploy/fencing`) in force. \
-         Counts come from the apiserver's audit log.\n"
+         Counts come from the apiserver's audit log. {}\n",
+        provenance::markdown_line(&json["provenance"])
     );
     for (test, what) in TESTS {
         s += &format!("\n## {what}\n\n`{test}`\n\n| Figure | Value |\n|---|---|\n");

@@ -143,12 +143,17 @@ fn fencing(j: &Value) -> anyhow::Result<String> {
     let b = at(j, "/tests/refuses_writes_delayed_past_the_takeover")?;
     Ok(format!(
         "From the last run there: the replica without election sent {} writes and had {} admitted; the \
-         frozen leader had {} writes admitted before the takeover and {} after it; of the {} writes held \
-         past the takeover, {} came back 403, {} were admitted, and {} of {} objects were unchanged.\n",
+         frozen leader had {} writes admitted before the takeover, and of the {} it had in flight that \
+         arrived after it, {} were admitted, {} refused by the fence (403) and {} by the stale \
+         resourceVersion check before it (409); of the {} writes held past a takeover by a candidate that \
+         writes nothing else, {} came back 403, {} were admitted, and {} of {} objects were unchanged.\n",
         n(a, "/rogue_writes")?,
         n(a, "/rogue_admitted")?,
         n(a, "/frozen_leader_admitted_before_takeover")?,
+        n(a, "/frozen_leader_writes_after_takeover")?,
         n(a, "/frozen_leader_admitted_after_takeover")?,
+        n(a, "/frozen_leader_refused_after_takeover")?,
+        n(a, "/frozen_leader_conflict_after_takeover")?,
         n(b, "/late_writes")?,
         n(b, "/refused_403")?,
         n(b, "/admitted")?,

@@ -125,14 +125,31 @@ pub fn run(check: bool, registry: &Registry) -> anyhow::Result<i32> {
     let readme = std::fs::read_to_string(&readme_path).context("reading README.md")?;
     let new_readme = crate::upstream::readme(&readme)?;
     let new_readme = crate::figures::readme(&new_readme, &testenv::harness::repo_root().join("docs"))?;
+    let artifacts = crate::provenance::check(&testenv::harness::repo_root().join("docs"))?;
     if check {
         let mut drift = drift(&root, &files)?;
         if new_readme != readme {
             drift.push("../README.md (the upstream tables, or the figures from docs/*.json)".to_owned());
         }
-        if drift.is_empty() {
-            eprintln!("[generate] deploy/ is up to date ({} files)", files.len());
+        if drift.is_empty() && artifacts.is_empty() {
+            eprintln!(
+                "[generate] deploy/ is up to date ({} files); README figures match docs/*.json; {} artifacts \
+                 name their commit and are newer than the code they measure",
+                files.len(),
+                crate::provenance::ARTIFACTS.len()
+            );
             return Ok(0);
+        }
+        if !artifacts.is_empty() {
+            eprintln!(
+                "[generate] artifacts under docs/ that cannot back their figures (rerun the command named):"
+            );
+            for a in &artifacts {
+                eprintln!("  {a}");
+            }
+        }
+        if drift.is_empty() {
+            return Ok(1);
         }
         eprintln!("[generate] deploy/ differs from the code; run `cargo xtask generate`:");
         for d in &drift {
@@ -160,6 +177,9 @@ pub fn run(check: bool, registry: &Registry) -> anyhow::Result<i32> {
         }
     }
     eprintln!("[generate] wrote {} files under {}", files.len(), root.display());
+    for a in &artifacts {
+        eprintln!("[generate] warning: {a}");
+    }
     Ok(0)
 }
 

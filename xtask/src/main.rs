@@ -29,8 +29,10 @@ mod fencing;
 mod figures;
 mod generate;
 mod image;
+mod metrics_names;
 mod node;
 mod prereq;
+mod provenance;
 mod registry;
 mod test;
 mod upstream;
@@ -162,6 +164,9 @@ enum Command {
         #[arg(long, value_name = "PART", value_parser = chaos::parse_sabotage)]
         sabotage: Option<e2e::schedule::Sabotage>,
     },
+    /// Run provider-nop's metric-name diff against upstream's list on a fresh control plane and write its
+    /// figures to docs/metrics-names.md and docs/metrics-names.json.
+    MetricsNames,
     /// Run the server-side fence's tests (`providers/provider-nop/tests/fencing.rs`) on a fresh control
     /// plane and write their figures to docs/fencing.md and docs/fencing.json.
     Fencing,
@@ -226,6 +231,7 @@ fn main() {
             sabotage,
         }),
         Command::Fencing => fencing::run(),
+        Command::MetricsNames => metrics_names::run(),
         Command::Harness => harness().map(|p| {
             println!("{}", p.display());
             0

@@ -53,3 +53,6 @@ pub const ENV_TESTBED: &str = "CROSSPLANE_RS_TESTBED";
 
 /// The Kubernetes version the harness is pinned to (see `tests/control-plane/go.mod`).
 pub const KUBERNETES_VERSION: &str = "v1.36.3";
+
+/// The etcd version the harness is pinned to (`go.etcd.io/etcd/server/v3` in `tests/control-plane/go.mod`).
+pub const ETCD_VERSION: &str = "v3.7.1";

@@ -2,7 +2,8 @@
 //! plane, `/metrics` is scraped, and the metric families are compared with upstream's list
 //! (`fixtures/upstream-metrics.txt`). The test prints which upstream names crossplane-rs has and lacks,
 //! and fails on any name the fixture marks `claimed` that is missing; it also checks the labels of the
-//! crossplane-runtime series and the controller name. The diff is written to `docs/metrics-names.md`.
+//! crossplane-runtime series and the controller name. The diff's figures are written where `cargo xtask metrics-names` collects them for
+//! `docs/metrics-names.md` and `docs/metrics-names.json`.
 
 mod common;
 
@@ -163,13 +164,7 @@ async fn metric_names_match_upstream() -> Result<()> {
     let ours = families(&text);
     let upstream = upstream()?;
     let mut lacking_claimed = Vec::new();
-    let mut report = String::from(
-        "# Metric names: upstream's beside crossplane-rs's\n\n\
-         Written by `cargo xtask test -- -p provider-nop --test metrics_names` from a scrape of provider-nop's \
-         `/metrics` after a NopResource's life (created, Ready, deleted), diffed against \
-         `providers/provider-nop/tests/fixtures/upstream-metrics.txt`.\n\n\
-         | upstream metric | crossplane-rs | fixture | note |\n|---|---|---|---|\n",
-    );
+    let mut rows = Vec::new();
     for u in &upstream {
         let have = ours.contains(&u.name);
         println!(
@@ -179,13 +174,9 @@ async fn metric_names_match_upstream() -> Result<()> {
             u.status,
             u.note
         );
-        report += &format!(
-            "| `{}` | {} | {} | {} |\n",
-            u.name,
-            if have { "served" } else { "—" },
-            u.status,
-            u.note
-        );
+        rows.push(serde_json::json!({
+            "name": u.name, "served": have, "fixture": u.status, "note": u.note,
+        }));
         if u.status == "claimed" && !have {
             lacking_claimed.push(u.name.clone());
         }
@@ -198,17 +189,32 @@ async fn metric_names_match_upstream() -> Result<()> {
     println!("  ours only: {extra:?}");
     let count = |s: &str| upstream.iter().filter(|u| u.status == s).count();
     let have = upstream.iter().filter(|u| ours.contains(&u.name)).count();
-    let summary = format!(
-        "{have} of {} upstream names served; claimed {}, lacking {}, n/a {}",
+    println!(
+        "  {have} of {} upstream names served; claimed {}, lacking {}, n/a {}",
         upstream.len(),
         count("claimed"),
         count("lacking"),
         count("n/a")
     );
-    println!("  {summary}");
-    report += &format!("\n{summary}. Served only by crossplane-rs: {extra:?}.\n");
-    let doc = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/metrics-names.md");
-    std::fs::write(&doc, report).with_context(|| format!("writing {}", doc.display()))?;
+    // The figures, for `cargo xtask metrics-names` (docs/metrics-names.*): to $METRICS_NAMES_DIR, else
+    // under the test's target tmp dir, so that the test run leaves the tree as it was.
+    let dir = std::env::var_os("METRICS_NAMES_DIR").map_or_else(
+        || std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("metrics-names"),
+        std::path::PathBuf::from,
+    );
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let figures = serde_json::json!({
+        "upstream_names": upstream.len(),
+        "served": have,
+        "claimed": count("claimed"),
+        "lacking": count("lacking"),
+        "not_applicable": count("n/a"),
+        "served_only_by_us": extra,
+        "names": rows,
+    });
+    let out = dir.join("metrics-names.json");
+    std::fs::write(&out, serde_json::to_string_pretty(&figures)?)
+        .with_context(|| format!("writing {}", out.display()))?;
     if !lacking_claimed.is_empty() {
         bail!("claimed upstream metrics missing from /metrics: {lacking_claimed:?}\n{text}");
     }

@@ -161,21 +161,24 @@ impl Cand {
             .with_context(|| format!("sending {sig} to {}", self.identity))
     }
 
-    pub(super) fn rss_kib(&self) -> Option<u64> {
-        rss_kib(self.pid)
+    pub(super) fn rss_kib(&self) -> anyhow::Result<u64> {
+        rss_kib(self.pid).with_context(|| format!("the RSS of {}", self.identity))
     }
 }
 
-/// `VmRSS` of a process in KiB.
-pub(super) fn rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
+/// `VmRSS` of a process in KiB. A read that fails (the process is gone, or its status has no `VmRSS`)
+/// is an error, never a 0 in the figures.
+pub(super) fn rss_kib(pid: u32) -> anyhow::Result<u64> {
+    let path = format!("/proc/{pid}/status");
+    let status = std::fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
+    let line = status
         .lines()
-        .find(|l| l.starts_with("VmRSS:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
+        .find(|l| l.starts_with("VmRSS:"))
+        .with_context(|| format!("{path} has no VmRSS line (a zombie?)"))?;
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|k| k.parse().ok())
+        .with_context(|| format!("{path}: cannot read {line:?}"))
 }
 
 impl Env {

@@ -10,7 +10,8 @@
 //!   and the built-in patch-and-transform step in process; p50 and p99 (nearest rank), after 50 warm-up
 //!   calls.
 //!
-//! Writes `docs/functions-benchmark.md`. About 3 minutes on 2 cores after the builds.
+//! Writes `docs/functions-benchmark.md` and `docs/functions-benchmark.json` (its provenance, and the
+//! figures the README renders). About 3 minutes on 2 cores after the builds.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -315,6 +316,8 @@ pub fn run() -> anyhow::Result<i32> {
     if !status.success() {
         bail!("cargo build -p crossplane failed");
     }
+    let provenance =
+        crate::provenance::for_artifact("functions-benchmark.json", "cargo xtask bench --functions")?;
     let core = target_dir().join("debug").join("crossplane");
     let python = target_dir().join("function-venv").join("bin").join("python");
     let root = target_dir()
@@ -364,7 +367,8 @@ pub fn run() -> anyhow::Result<i32> {
     writeln!(md, "# Composition functions benchmark\n")?;
     writeln!(
         md,
-        "Written by `cargo xtask bench --functions` on {began} (2-core machine; core: debug build).\n"
+        "Written by `cargo xtask bench --functions` on {began} (core: debug build). {}\n",
+        crate::provenance::markdown_line(&provenance)
     )?;
     writeln!(md, "## {XRS} XRs x 5 composed resources, 2-step pipeline\n")?;
     writeln!(
@@ -401,6 +405,22 @@ pub fn run() -> anyhow::Result<i32> {
     let path = root.join("docs").join("functions-benchmark.md");
     std::fs::create_dir_all(path.parent().context("docs dir")?)?;
     std::fs::write(&path, &md)?;
+    let call = |s: &[f64]| serde_json::json!({"n": s.len(), "p50_ms": pct(s, 50.0), "p99_ms": pct(s, 99.0)});
+    let json = serde_json::json!({
+        "xrs": XRS,
+        "resources_per_xr": 5,
+        "total_s": composed.total_secs,
+        "function_calls": composed.calls,
+        "function_calls_per_xr": composed.calls as f64 / XRS as f64,
+        "grpc_echo": call(&echo),
+        "grpc_python_sdk": call(&sdk),
+        "builtin_patch_and_transform": call(&builtin),
+        "provenance": provenance,
+    });
+    std::fs::write(
+        root.join("docs").join("functions-benchmark.json"),
+        serde_json::to_string_pretty(&json)? + "\n",
+    )?;
     eprintln!("{md}");
     eprintln!("[bench] wrote {}", path.display());
     Ok(0)

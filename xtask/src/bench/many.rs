@@ -61,10 +61,14 @@ pub(super) async fn many(
     eprintln!("[bench] counting requests of 2×{n} candidates for {window:?}");
     let from = Timestamp::now();
     tokio::time::sleep(window / 2).await;
-    let rss: Vec<u64> = groups
-        .iter()
-        .map(|(_, c)| c.iter().filter_map(Cand::rss_kib).sum::<u64>() / c.len().max(1) as u64)
-        .collect();
+    let mut rss: Vec<u64> = Vec::new();
+    for (_, c) in &groups {
+        let mut sum = 0;
+        for cand in c {
+            sum += cand.rss_kib()?;
+        }
+        rss.push(sum / c.len().max(1) as u64);
+    }
     tokio::time::sleep(window / 2).await;
     let to = Timestamp::now();
     tokio::time::sleep(Duration::from_secs(1)).await;

@@ -18,19 +18,21 @@
 //! - **provider-nop** (Rust only: there is no Go provider-nop in this tree): the time to bring NopResources
 //!   that are Ready at once (`conditionAfter: 0s`) to Ready with `--max-reconcile-rate 50`, and its RSS.
 //!
-//! It writes `docs/benchmarks.md` and `docs/benchmarks.svg`. Expected wall time on 2 cores, after the
+//! It writes `docs/benchmarks.md`, `docs/benchmarks.json` (with its provenance; the README's table is
+//! rendered from it) and `docs/benchmarks.svg`. Expected wall time on 2 cores, after the
 //! builds: `--quick` about 8 minutes (5 graceful and 3 + 1 crash repetitions, 60 s of counting, 20
 //! candidates, 200 NopResources); the full run about 25 minutes (20 graceful and 10 + 10 crash
 //! repetitions, dominated by ten 60/50/2 s crash failovers of about 65 s each, 3 minutes of counting, 50
-//! candidates, 1 000 NopResources). The Rust candidate is built (release) before anything is measured;
-//! provider-nop's release build runs in the background meanwhile and is awaited only by the last
-//! scenario. On a busy machine the release builds alone can take 10–15 minutes.
+//! candidates, 1 000 NopResources; the counting windows are 300 s, longer than the watch timeout). Both
+//! release builds (the Rust candidate and provider-nop) finish before anything is measured. On a busy
+//! machine they alone can take 10–15 minutes.
 //!
 //! Percentiles are nearest-rank, so with 5 samples p99 is the maximum.
 
 mod builds;
 mod candidate;
 pub mod functions;
+mod json;
 mod many;
 mod markdown;
 mod nop;
@@ -78,12 +80,16 @@ pub fn run(quick: bool) -> anyhow::Result<i32> {
     let go_bin = testenv::harness::ensure_candidate_built(&target_dir())
         .context("building client-go's stand-alone lease candidate")?;
     let rust_bin = build_candidate()?;
-    // provider-nop's release build (long, with LTO) runs while the candidates are measured; only the
-    // last scenario needs it.
-    let nop_build = std::thread::spawn(|| {
-        cargo_release(&["-p", "provider-nop", "--bin", "provider-nop"])
-            .map(|()| target_dir().join("release").join("provider-nop"))
-    });
+    // Every build is done before anything is measured, so that no compiler shares the CPU with a
+    // measurement (provider-nop's release build, with LTO, takes minutes).
+    cargo_release(&["-p", "provider-nop", "--bin", "provider-nop"])?;
+    let nop_bin = target_dir().join("release").join("provider-nop");
+    let command = if quick {
+        "cargo xtask bench --quick"
+    } else {
+        "cargo xtask bench"
+    };
+    let provenance = crate::provenance::for_artifact("benchmarks.json", command)?;
     let dir = target_dir().join("testbed").join("bench");
     if dir.exists() {
         std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
@@ -104,7 +110,7 @@ pub fn run(quick: bool) -> anyhow::Result<i32> {
         bars: Mutex::new(Vec::new()),
     };
     let load_start = loadavg();
-    let results = rt.block_on(measure(&env, plan, nop_build));
+    let results = rt.block_on(measure(&env, plan, nop_bin));
     let t1 = mono();
     eprintln!("[bench] stopping the control plane");
     cp.stop().context("stopping the bench control plane")?;
@@ -115,11 +121,26 @@ pub fn run(quick: bool) -> anyhow::Result<i32> {
     let bars = env.bars.lock().map(|b| b.clone()).unwrap_or_default();
     std::fs::write(
         docs.join("benchmarks.md"),
-        markdown(&results, plan, quick, began_wall, elapsed, &load_start)?,
+        markdown(
+            &results,
+            plan,
+            quick,
+            began_wall,
+            elapsed,
+            &load_start,
+            &provenance,
+        )?,
+    )?;
+    let mut json = json::to_json(&results, plan, quick, elapsed);
+    json["provenance"] = provenance;
+    json["load_average_at_the_end"] = loadavg().into();
+    std::fs::write(
+        docs.join("benchmarks.json"),
+        serde_json::to_string_pretty(&json)? + "\n",
     )?;
     std::fs::write(docs.join("benchmarks.svg"), svg(&results, &bars, env.t0, t1))?;
     eprintln!(
-        "[bench] wrote docs/benchmarks.md and docs/benchmarks.svg in {:.1} min",
+        "[bench] wrote docs/benchmarks.md, docs/benchmarks.json and docs/benchmarks.svg in {:.1} min",
         elapsed.as_secs_f64() / 60.0
     );
     for e in &results.errors {
@@ -128,11 +149,7 @@ pub fn run(quick: bool) -> anyhow::Result<i32> {
     Ok(if results.errors.is_empty() { 0 } else { 1 })
 }
 
-async fn measure(
-    env: &Env,
-    plan: Plan,
-    nop_build: std::thread::JoinHandle<anyhow::Result<PathBuf>>,
-) -> Results {
+async fn measure(env: &Env, plan: Plan, nop_bin: PathBuf) -> Results {
     let mut r = Results::default();
     let err = |r: &mut Results, what: &str, e: anyhow::Error| {
         eprintln!("[bench] {what} failed: {e:#}");
@@ -178,16 +195,7 @@ async fn measure(
         Ok(v) => r.many = v,
         Err(e) => err(&mut r, "many candidates", e),
     }
-    let nop_bin = tokio::task::spawn_blocking(move || nop_build.join())
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))
-        .and_then(|r| r.map_err(|_| anyhow::anyhow!("the provider-nop build panicked")))
-        .and_then(|r| r);
-    let res = match nop_bin {
-        Ok(bin) => nop(env, &bin, plan.nop_count).await,
-        Err(e) => Err(e),
-    };
-    match res {
+    match nop(env, &nop_bin, plan.nop_count).await {
         Ok(v) => r.nop = Some(v),
         Err(e) => err(&mut r, "provider-nop", e),
     }

@@ -114,7 +114,7 @@ pub(super) async fn nop(env: &Env, nop_bin: &std::path::Path, count: usize) -> a
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     tokio::time::sleep(Duration::from_secs(10)).await;
-    let idle_rss = rss_kib(pid).unwrap_or(0);
+    let idle_rss = rss_kib(pid).context("provider-nop's idle RSS")?;
 
     let ar = ApiResource::erase::<NopResource>(&());
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
@@ -174,7 +174,7 @@ pub(super) async fn nop(env: &Env, nop_bin: &std::path::Path, count: usize) -> a
     let ready_secs = started.elapsed().as_secs_f64();
     eprintln!("[bench] provider-nop: {count} NopResources Ready in {ready_secs:.1} s");
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let loaded_rss = rss_kib(pid).unwrap_or(0);
+    let loaded_rss = rss_kib(pid).context("provider-nop's RSS with its resources")?;
     // Clean up through the provider so the finalizers come off, then stop it.
     let _ = api.delete_collection(&DeleteParams::default(), &selector).await;
     let deadline = Instant::now() + Duration::from_secs(120);

@@ -17,6 +17,9 @@ use super::stats::per_min;
 pub(super) struct Counts {
     pub(super) reads: usize,
     pub(super) writes: usize,
+    /// Of the reads, watches opened (a standby's watch is renewed when the apiserver ends it, after
+    /// kube's `timeoutSeconds` of about 290 s): counted apart so a window shows how many it caught.
+    pub(super) watches: usize,
 }
 
 /// Counts each request once (by audit ID, at its first stage) by the identity of its user agent.
@@ -38,6 +41,9 @@ pub(super) fn count_requests(
             c.writes += 1;
         } else {
             c.reads += 1;
+            if e.verb == "watch" {
+                c.watches += 1;
+            }
         }
     }
     Ok(out)
@@ -49,6 +55,8 @@ pub(super) struct PairRates {
     pub(super) leader_writes: f64,
     pub(super) leader_reads: f64,
     pub(super) standby: f64,
+    /// Watches the standby opened in the window (not per minute: a count).
+    pub(super) standby_watches: usize,
     pub(super) leader_rss: u64,
     pub(super) standby_rss: u64,
 }
@@ -93,10 +101,10 @@ pub(super) async fn rates(env: &Env, window: Duration) -> anyhow::Result<BTreeMa
     let from = Timestamp::now();
     eprintln!("[bench] counting requests of 4 pairs for {window:?}");
     tokio::time::sleep(window / 2).await;
-    let rss: Vec<(u64, u64)> = pairs
-        .iter()
-        .map(|(_, _, a, b)| (a.rss_kib().unwrap_or(0), b.rss_kib().unwrap_or(0)))
-        .collect();
+    let mut rss: Vec<(u64, u64)> = Vec::new();
+    for (_, _, a, b) in &pairs {
+        rss.push((a.rss_kib()?, b.rss_kib()?));
+    }
     tokio::time::sleep(window / 2).await;
     let to = Timestamp::now();
     let mut ids = Vec::new();
@@ -117,6 +125,7 @@ pub(super) async fn rates(env: &Env, window: Duration) -> anyhow::Result<BTreeMa
                 leader_writes: per_min(ca.writes, window),
                 leader_reads: per_min(ca.reads, window),
                 standby: per_min(cb.reads + cb.writes, window),
+                standby_watches: cb.watches,
                 leader_rss: ra,
                 standby_rss: rb,
             },
