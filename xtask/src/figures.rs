@@ -1,6 +1,9 @@
 //! The README's figures, rendered by `cargo xtask generate` from the JSON files the measuring commands
-//! wrote (`cargo xtask chaos` → `docs/reliability.json`, `cargo xtask fencing` → `docs/fencing.json`),
-//! between markers, so that `generate --check` fails when a paragraph and its artifact disagree.
+//! wrote (`cargo xtask chaos` → `docs/reliability.json`, `cargo xtask fencing` → `docs/fencing.json`,
+//! `cargo xtask bench` → `docs/benchmarks.json`, `cargo xtask bench --functions` →
+//! `docs/functions-benchmark.json`, `cargo xtask metrics-names` → `docs/metrics-names.json`), between
+//! markers, so that `generate --check` fails when a paragraph and its artifact disagree. Each artifact
+//! names the commit it measured ([`crate::provenance`]), and each rendered block says which.
 
 use std::path::Path;
 
@@ -14,7 +17,7 @@ struct Block {
     render: fn(&Value) -> anyhow::Result<String>,
 }
 
-const BLOCKS: [Block; 2] = [
+const BLOCKS: [Block; 5] = [
     Block {
         name: "reliability",
         source: "reliability.json",
@@ -25,7 +28,168 @@ const BLOCKS: [Block; 2] = [
         source: "fencing.json",
         render: fencing,
     },
+    Block {
+        name: "benchmarks",
+        source: "benchmarks.json",
+        render: benchmarks,
+    },
+    Block {
+        name: "functions",
+        source: "functions-benchmark.json",
+        render: functions,
+    },
+    Block {
+        name: "metrics",
+        source: "metrics-names.json",
+        render: metrics,
+    },
 ];
+
+/// `(commit abc123def456, 2 cores, load 1.2)`: where a block's figures come from.
+fn origin(j: &Value) -> anyhow::Result<String> {
+    let p = at(j, "/provenance")?;
+    let commit = at(p, "/commit")?
+        .as_str()
+        .context("provenance.commit is not a string")?;
+    let load = at(p, "/machine/load_average_1_5_15_min/0")?;
+    Ok(format!(
+        "commit `{}`, {} cores, load {load}",
+        commit.get(..12).unwrap_or(commit),
+        at(p, "/machine/cores")?
+    ))
+}
+
+fn float(v: &Value, pointer: &str) -> anyhow::Result<f64> {
+    at(v, pointer)?
+        .as_f64()
+        .with_context(|| format!("{pointer} is not a number"))
+}
+
+/// Milliseconds as the README writes them: `13 ms`, `1 238 ms`, or seconds from 10 s on.
+fn ms(x: f64) -> String {
+    if x >= 10_000.0 {
+        format!("{:.1} s", x / 1000.0)
+    } else {
+        let whole = count(&Value::from(x.round() as u64)).unwrap_or_default();
+        format!("{whole} ms")
+    }
+}
+
+fn benchmarks(j: &Value) -> anyhow::Result<String> {
+    let mut s = format!(
+        "From a {} `cargo xtask bench` run ({}; {:.0} min), Rust and client-go's own elector (each a \
+         stand-alone process) side by side on one apiserver (full table, machine and versions in \
+         [docs/benchmarks.md](docs/benchmarks.md), picture in [docs/benchmarks.svg](docs/benchmarks.svg)):\n\n\
+         | | crossplane-rs | client-go |\n|---|---|---|\n",
+        at(j, "/mode")?.as_str().unwrap_or("?"),
+        origin(j)?,
+        float(j, "/minutes")?,
+    );
+    for t in ["15", "60"] {
+        let label = at(j, &format!("/timings/{t}"))?
+            .as_str()
+            .unwrap_or("?")
+            .to_owned();
+        let rs = at(j, &format!("/graceful/rs_{t}"))?;
+        let go = at(j, &format!("/graceful/go_{t}"))?;
+        s += &format!(
+            "| graceful handover p50 / p99, {label} (n = {}) | {} / {} | {} / {} |\n",
+            at(rs, "/n")?,
+            ms(float(rs, "/p50_ms")?),
+            ms(float(rs, "/p99_ms")?),
+            ms(float(go, "/p50_ms")?),
+            ms(float(go, "/p99_ms")?),
+        );
+    }
+    for t in ["15", "60"] {
+        let label = at(j, &format!("/timings/{t}"))?
+            .as_str()
+            .unwrap_or("?")
+            .to_owned();
+        let rs = at(j, &format!("/crash/rs_{t}"))?;
+        let go = at(j, &format!("/crash/go_{t}"))?;
+        s += &format!(
+            "| crash failover p99, {label} (n = {}) | {} | {} |\n",
+            at(rs, "/n")?,
+            ms(float(rs, "/p99_ms")?),
+            ms(float(go, "/p99_ms")?),
+        );
+    }
+    let window = at(j, "/plan/rate_window_s")?;
+    let rs = at(j, "/rates/rs_60")?;
+    let go = at(j, "/rates/go_60")?;
+    s += &format!(
+        "| standby requests per minute, 60/50/2 s ({window} s window; watches opened in it) | {:.1} ({}) | {:.1} ({}) |\n",
+        float(rs, "/standby_requests_per_min")?,
+        at(rs, "/standby_watches_opened")?,
+        float(go, "/standby_requests_per_min")?,
+        at(go, "/standby_watches_opened")?,
+    );
+    s += &format!(
+        "| leader requests per minute, 60/50/2 s | {:.0} writes, {:.0} reads | {:.0} writes, {:.0} reads |\n",
+        float(rs, "/leader_writes_per_min")?,
+        float(rs, "/leader_reads_per_min")?,
+        float(go, "/leader_writes_per_min")?,
+        float(go, "/leader_reads_per_min")?,
+    );
+    s += &format!(
+        "| idle RSS of a standby | {:.1} MiB | {:.1} MiB |\n",
+        float(rs, "/standby_idle_rss_kib")? / 1024.0,
+        float(go, "/standby_idle_rss_kib")? / 1024.0,
+    );
+    let (mr, mg) = (at(j, "/many/rs")?, at(j, "/many/go")?);
+    s += &format!(
+        "| {} candidates on one Lease: requests per minute ({} s window) | {:.0} | {:.0} |\n",
+        at(mr, "/candidates")?,
+        at(j, "/plan/many_window_s")?,
+        float(mr, "/requests_per_min")?,
+        float(mg, "/requests_per_min")?,
+    );
+    let nop = at(j, "/nop")?;
+    s += &format!(
+        "| provider-nop: {} NopResources to Ready; idle RSS | {:.1} s; {:.1} MiB | – |\n",
+        count(at(nop, "/count")?)?,
+        float(nop, "/ready_s")?,
+        float(nop, "/idle_rss_kib")? / 1024.0,
+    );
+    let errors = at(j, "/errors")?.as_array().map_or(0, Vec::len);
+    if errors > 0 {
+        s += &format!("\nThe run reported {errors} errors; see docs/benchmarks.md.\n");
+    }
+    Ok(s)
+}
+
+fn functions(j: &Value) -> anyhow::Result<String> {
+    Ok(format!(
+        "`cargo xtask bench --functions` writes [docs/functions-benchmark.md](docs/functions-benchmark.md) \
+         ({}): {} XRs × {} resources through a 2-step pipeline Ready in {:.1} s with {:.2} function calls \
+         per XR; a gRPC round trip costs p50 {:.3} ms / p99 {:.3} ms against {:.3} / {:.3} ms for the \
+         in-process step.\n",
+        origin(j)?,
+        at(j, "/xrs")?,
+        at(j, "/resources_per_xr")?,
+        float(j, "/total_s")?,
+        float(j, "/function_calls_per_xr")?,
+        float(j, "/grpc_echo/p50_ms")?,
+        float(j, "/grpc_echo/p99_ms")?,
+        float(j, "/builtin_patch_and_transform/p50_ms")?,
+        float(j, "/builtin_patch_and_transform/p99_ms")?,
+    ))
+}
+
+fn metrics(j: &Value) -> anyhow::Result<String> {
+    let upstream = at(j, "/upstream_names")?.as_u64().context("upstream_names")?;
+    let served = at(j, "/served")?.as_u64().context("served")?;
+    Ok(format!(
+        "[docs/metrics-names.md](docs/metrics-names.md), written by `cargo xtask metrics-names` from a real \
+         scrape of provider-nop ({}), lists upstream's names beside ours: {served} of {upstream} served; \
+         of the other {}, the fixture marks {} as lacking and {} as not applicable.\n",
+        origin(j)?,
+        upstream - served,
+        at(j, "/lacking")?,
+        at(j, "/not_applicable")?,
+    ))
+}
 
 fn begin(name: &str, source: &str) -> String {
     format!("<!-- figures:{name}:begin (cargo xtask generate, from docs/{source}) -->")
@@ -97,11 +261,21 @@ fn codes(v: &Value) -> String {
 }
 
 fn reliability(j: &Value) -> anyhow::Result<String> {
+    let controls = at(j, "/verdict_controls")?
+        .as_array()
+        .context("verdict_controls")?;
+    let held = controls.iter().filter(|c| c["held"] == true).count();
     let mut s = format!(
-        "From the last run there (verdict {}, {} min): {} faults, {} leadership changes, **{} violations in \
-         {} controller writes** ({} with the fence off: {} violations; {} with it on: {} violations); {} late \
-         writes, {} of them from frozen leaders, answered {}; {} refused by the fence with 403.",
+        "From the last run there ({}; verdict {}, {held} of {} controls held, {} min): {} faults, {} \
+         leadership changes, **{} violations in {} controller writes** ({} with the fence off: {} \
+         violations; {} with it on: {} violations). With the fence off, {} freezes caught a leader's writes \
+         in flight: {} of them arrived after the takeover, {} refused with 409/404 and **{} admitted** (the \
+         gap self-fencing cannot close, counted here and not excused; with the fence on it would be a \
+         violation). {} late writes in all, {} of them from frozen leaders, answered {}; {} refused by the \
+         fence with 403.",
+        origin(j)?,
         at(j, "/verdict")?.as_str().unwrap_or("?"),
+        controls.len(),
         at(j, "/minutes")?.as_str().unwrap_or("?"),
         n(j, "/faults")?,
         n(j, "/leadership_changes")?,
@@ -111,6 +285,10 @@ fn reliability(j: &Value) -> anyhow::Result<String> {
         n(j, "/fence_off/violations")?,
         n(j, "/fence_on/writes_checked")?,
         n(j, "/fence_on/violations")?,
+        n(j, "/fence_off/freezes_with_writes_in_flight")?,
+        n(j, "/fence_off/held_writes_delivered_late")?,
+        n(j, "/fence_off/held_writes_refused")?,
+        n(j, "/fence_off/self_fencing_gap")?,
         n(j, "/late_writes")?,
         n(j, "/frozen_writes")?,
         codes(at(j, "/frozen_writes_by_code")?),
@@ -142,11 +320,12 @@ fn fencing(j: &Value) -> anyhow::Result<String> {
     let a = at(j, "/tests/refuses_pods_that_do_not_hold_the_lease")?;
     let b = at(j, "/tests/refuses_writes_delayed_past_the_takeover")?;
     Ok(format!(
-        "From the last run there: the replica without election sent {} writes and had {} admitted; the \
+        "From the last run there ({}): the replica without election sent {} writes and had {} admitted; the \
          frozen leader had {} writes admitted before the takeover, and of the {} it had in flight that \
          arrived after it, {} were admitted, {} refused by the fence (403) and {} by the stale \
          resourceVersion check before it (409); of the {} writes held past a takeover by a candidate that \
          writes nothing else, {} came back 403, {} were admitted, and {} of {} objects were unchanged.\n",
+        origin(j)?,
         n(a, "/rogue_writes")?,
         n(a, "/rogue_admitted")?,
         n(a, "/frozen_leader_admitted_before_takeover")?,

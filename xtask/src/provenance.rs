@@ -74,6 +74,16 @@ pub const ARTIFACTS: &[Artifact] = &[
         ],
     },
     Artifact {
+        json: "node.json",
+        markdown: Some("node.md"),
+        command: "cargo xtask node-bench",
+        measures: &[
+            "crates/election/src",
+            "crates/testenv/src/node.rs",
+            "xtask/src/node",
+        ],
+    },
+    Artifact {
         json: "metrics-names.json",
         markdown: Some("metrics-names.md"),
         command: "cargo xtask metrics-names",

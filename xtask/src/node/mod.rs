@@ -74,6 +74,8 @@ pub fn run(deletions: usize) -> anyhow::Result<i32> {
     }
     crate::prereq::ensure()?;
     let harness = crate::harness()?;
+    let command = format!("cargo xtask node-bench --deletions {deletions}");
+    let provenance = crate::provenance::for_artifact("node.json", &command)?;
     let out = target_dir().join("images").join("node");
     let options = image::Options {
         debug: true,
@@ -124,7 +126,7 @@ pub fn run(deletions: usize) -> anyhow::Result<i32> {
             imported,
             images: archives.len(),
         };
-        let result = measure(&mut bed, &dir, deletions, &times).await;
+        let result = measure(&mut bed, &dir, deletions, &times, provenance).await;
         bed.stop().context("stopping the node test bed")?;
         result
     })?;
@@ -159,6 +161,7 @@ async fn measure(
     dir: &Path,
     deletions: usize,
     times: &StartTimes,
+    provenance: serde_json::Value,
 ) -> anyhow::Result<()> {
     let cluster = bed.cluster().clone();
     let overlay = write_overlay(&dir.join("overlay"))?;
@@ -265,10 +268,11 @@ async fn measure(
     writeln!(
         md,
         "Written by `cargo xtask node-bench --deletions {deletions}` on {} ({} CPUs). Debug builds of the \
-         images, imported into the node's containerd; kubelet and kube-scheduler {} from the harness.",
+         images, imported into the node's containerd; kubelet and kube-scheduler {} from the harness. {}",
         jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M UTC"),
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
         testenv::KUBERNETES_VERSION,
+        crate::provenance::markdown_line(&provenance),
     )?;
     writeln!(md)?;
     writeln!(md, "| Step | Seconds |")?;
@@ -368,6 +372,11 @@ async fn measure(
     )?;
     let path = testenv::harness::repo_root().join("docs").join("node.md");
     std::fs::write(&path, md).with_context(|| format!("writing {}", path.display()))?;
+    // The record of this run; the figures themselves are the document's.
+    let json = serde_json::json!({ "document": "node.md", "deletions": deletions, "provenance": provenance });
+    let path = testenv::harness::repo_root().join("docs").join("node.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n")
+        .with_context(|| format!("writing {}", path.display()))?;
     eprintln!("[node] wrote {}", path.display());
     rollout.check()?;
     ensure!(
