@@ -59,13 +59,17 @@ impl World<'_> {
                 // process is still stopped (so it cannot cancel it). With the server-side fence in
                 // force every such freeze does so, and each late write must be refused. Without the
                 // fence that is the gap no client-side check closes: every other freeze of the
-                // fence-off part (the first one included) catches writes in flight too, and the report
+                // fence-off part (the first one included, and each one until one delivered something
+                // late) catches writes in flight too, and the report
                 // shows what became of each (409, or admitted), next to the self-fencing figure.
                 let in_flight = if self.fence_from.is_some() {
                     true
                 } else {
                     self.freezes_fence_off += 1;
-                    self.freezes_fence_off % 2 == 1
+                    // Until one such freeze delivered something late, every freeze catches writes in
+                    // flight, so that the run cannot end without the case it is there to show.
+                    let delivered = self.pauses.iter().any(|p| p.in_flight && p.delivered_late > 0);
+                    self.freezes_fence_off % 2 == 1 || !delivered
                 };
                 let late_before = self.slots[slot].relay.delivered_late();
                 if in_flight {
