@@ -23,9 +23,9 @@ use kube::runtime::reflector;
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
 use manager::controller::{ControllerBuilder, Requeue, key};
+use manager::event::Recorder;
 use manager::{Manager, Metrics, TermContext};
 
-use crate::events::Recorder;
 use crate::external::ExternalConnector;
 use crate::metrics::ManagedMetrics;
 use crate::options::Options;

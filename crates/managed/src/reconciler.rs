@@ -22,13 +22,14 @@ use serde_json::{Value, json};
 
 use crate::connection;
 use crate::decision::{self, After, Before, Facts};
-use crate::events::{EventType, Recorder, reason};
 use crate::external::{ConnectionDetails, ExternalClient, ExternalConnector, ExternalError};
 use crate::meta;
 use crate::metrics::ManagedMetrics;
 use crate::options::Options;
+use crate::reason;
 use crate::resource::Managed;
 use manager::backoff::jittered;
+use manager::event::{EventType, Recorder};
 
 /// What the controller does after a reconcile (the controller builder's outcome mode).
 pub use manager::controller::Requeue;

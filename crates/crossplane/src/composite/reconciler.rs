@@ -44,10 +44,10 @@ use super::select::{self, XrType};
 use super::status::{self, Outcome};
 use super::watch::ComposedWatches;
 use crate::error::{Error, fenced_not_found, is_not_found};
-use managed::events::{EventType, Recorder as Events};
 use manager::ReconcileMetrics;
 use manager::backoff::{Backoff, jittered};
 use manager::controller::ControllerBuilder;
+use manager::event::{EventType, Recorder as Events};
 
 /// The field manager of XR writes.
 pub const FIELD_MANAGER_COMPOSITE: &str = "apiextensions.crossplane.io/composite";

@@ -24,8 +24,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::*;
-use crate::events::Recorder;
 use crate::external::{ExternalCreation, ExternalDelete, ExternalObservation, ExternalUpdate};
+use manager::event::Recorder;
 
 /// A test kind.
 #[derive(CustomResource, Debug, Clone, Serialize, Deserialize, JsonSchema)]
