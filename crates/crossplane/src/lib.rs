@@ -18,7 +18,6 @@ pub mod composite;
 pub mod definition;
 pub mod error;
 pub mod init;
-pub mod metrics;
 pub mod rbac;
 pub mod render_command;
 pub mod revision;
