@@ -1,12 +1,10 @@
-//! Go durations, on the command line and in objects (`metav1.Duration`, `crossplane.io/poll-interval`):
-//! `15s`, `500ms`, `1m30s`, `1.5s`.
+//! Durations on the command line: `15s`, `500ms`, `1m30s`, `1.5s`.
 //!
 //! The grammar is Go's `time.ParseDuration` (what Crossplane's and controller-runtime's flags accept):
 //! one or more `<decimal><unit>` pairs with units `ns`, `us`/`µs`, `ms`, `s`, `m`, `h`. A bare `0` is
 //! accepted too. Negative durations are rejected: no timing here can be negative. A small parser avoids
 //! another dependency for thirty lines of code. It lives in `election`, the lowest crate whose flags
-//! (the timings) take Go durations; `manager::duration` re-exports it for every other flag and field: it
-//! is the workspace's one Go-duration parser.
+//! (the timings) take Go durations; `manager::duration` re-exports it for every other flag.
 
 use std::time::Duration;
 
