@@ -192,6 +192,7 @@ async fn render(args: &RenderArgs) -> Result<String, RenderError> {
             template,
             existing.as_deref().unwrap_or(""),
             namespace.as_deref(),
+            existing.is_none(),
         );
         if existing.is_none()
             && let Some(m) = res["metadata"].as_object_mut()

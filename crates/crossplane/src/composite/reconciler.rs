@@ -433,13 +433,30 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
         let reusable = pending
             .iter()
             .position(|r| r.api_version == api_version && r.kind == kind_name && r.namespace == namespace);
-        let name = match (render::explicit_name(&res), observed_refs.get(template), reusable) {
+        // A name the Composition gives, unless it is the name the core generated before (functions
+        // such as patch-and-transform hand the observed name back).
+        let generated_before = observed.get(template).is_some_and(|o| {
+            o.resource
+                .pointer("/metadata/generateName")
+                .and_then(Value::as_str)
+                .is_some_and(|g| !g.is_empty())
+        });
+        let given = render::explicit_name(&res).filter(|_| !generated_before);
+        let name = match (given, observed_refs.get(template), reusable) {
             (Some(n), _, _) => n.to_owned(),
             (None, Some(r), _) => r.name.clone(),
             (None, None, Some(i)) => pending.remove(i).name,
             (None, None, None) => free_name(&api, &format!("{}-", owner.name)).await?,
         };
-        render::decorate(&mut res, &owner, template, &name, namespace.as_deref());
+        let generate_name = given.is_none();
+        render::decorate(
+            &mut res,
+            &owner,
+            template,
+            &name,
+            namespace.as_deref(),
+            generate_name,
+        );
         refs.push(ResourceRef {
             api_version,
             kind: kind_name,

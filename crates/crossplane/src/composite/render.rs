@@ -81,8 +81,17 @@ pub fn explicit_name(resource: &Value) -> Option<&str> {
 
 /// Sets the composed resource's metadata for `owner` and template `template`. `name` is the existing,
 /// explicit or generated name; `namespace` is where it goes ([`namespace_of`]; `None` for cluster-scoped
-/// kinds).
-pub fn decorate(resource: &mut Value, owner: &Owner, template: &str, name: &str, namespace: Option<&str>) {
+/// kinds); `generate_name` says the name is the core's, so `generateName: <xr-name>-` is set too (as
+/// upstream, not for a name the Composition gives: a CRD's name must be `<plural>.<group>`, and the
+/// apiserver checks `generateName` against that too).
+pub fn decorate(
+    resource: &mut Value,
+    owner: &Owner,
+    template: &str,
+    name: &str,
+    namespace: Option<&str>,
+    generate_name: bool,
+) {
     let Value::Object(obj) = resource else {
         return;
     };
@@ -106,17 +115,7 @@ pub fn decorate(resource: &mut Value, owner: &Owner, template: &str, name: &str,
     if let Value::Object(a) = annotations {
         a.insert(ANNOTATION_COMPOSITION_RESOURCE_NAME.into(), json!(template));
     }
-    // As upstream: a resource the Composition names keeps its name and gets no generateName (a CRD's
-    // name must be <plural>.<group>, and the apiserver checks generateName against it too).
-    let named = meta
-        .get("name")
-        .and_then(Value::as_str)
-        .is_some_and(|n| !n.is_empty());
-    let generated = meta
-        .get("generateName")
-        .and_then(Value::as_str)
-        .is_some_and(|n| !n.is_empty());
-    if !named && !generated {
+    if generate_name {
         meta.insert("generateName".into(), json!(format!("{}-", owner.name)));
     }
     meta.insert("name".into(), json!(name));
@@ -177,7 +176,7 @@ mod tests {
         let mut r = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"labels": {"k": "v"}}});
         let name = generate_name("my-xr-");
         assert_eq!(name.len(), "my-xr-".len() + 5);
-        decorate(&mut r, &owner, "tpl", &name, Some("ns"));
+        decorate(&mut r, &owner, "tpl", &name, Some("ns"), true);
         assert_eq!(r["metadata"]["labels"]["k"], "v");
         assert_eq!(r["metadata"]["labels"][LABEL_COMPOSITE], "my-xr");
         assert_eq!(r["metadata"]["labels"][LABEL_CLAIM_NAME], "c");
@@ -186,7 +185,7 @@ mod tests {
         assert_eq!(template_name(&r), Some("tpl"));
         assert!(controlled_by(&r, "u1"));
         assert!(!controlled_by(&r, "u2"));
-        decorate(&mut r, &owner, "tpl", &name, None);
+        decorate(&mut r, &owner, "tpl", &name, None, true);
         assert!(r["metadata"].get("namespace").is_none());
     }
 
@@ -233,7 +232,7 @@ mod tests {
             labels: Default::default(),
         };
         let mut crd = json!({"kind": "CustomResourceDefinition", "metadata": {"name": "things.example.org"}});
-        decorate(&mut crd, &owner, "crd", "things.example.org", None);
+        decorate(&mut crd, &owner, "crd", "things.example.org", None, false);
         assert!(crd["metadata"].get("generateName").is_none(), "{crd}");
         assert_eq!(crd["metadata"]["name"], "things.example.org");
     }
