@@ -323,7 +323,10 @@ async fn apply_crd(
     let applied = match crds.patch(&name, &pp, &Patch::Apply(crd)).await {
         Ok(c) => c,
         Err(e) if !e.is_not_leader() => {
-            let msg = format!("cannot apply rendered {what} CustomResourceDefinition: {e}");
+            let msg = format!(
+                "cannot apply rendered {what} CustomResourceDefinition: {}",
+                crate::error::explain_fenced(&e)
+            );
             ctx.set_status(xrd, vec![Condition::reconcile_error(&msg)], None)
                 .await?;
             return Err(Error::Message(msg));

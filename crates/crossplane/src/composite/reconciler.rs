@@ -319,6 +319,9 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
     // Observe what the XR composed.
     let mut observed: BTreeMap<String, ObservedComposed> = BTreeMap::new();
     let mut observed_refs: BTreeMap<String, ResourceRef> = BTreeMap::new();
+    // Refs persisted for resources not created yet (a failed apply): their names are reused, so the
+    // names stay stable while an apply keeps failing.
+    let mut pending: Vec<ResourceRef> = Vec::new();
     for r in fields.resource_refs() {
         if r.name.is_empty() {
             continue;
@@ -326,6 +329,7 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
         let kind = ctx.discovery.resolve(client, &r.api_version, &r.kind).await?;
         let api = ctx.composed_api(&kind, r.namespace.as_deref().or(xr_ns.as_deref()));
         let Some(obj) = api.get_opt(&r.name).await? else {
+            pending.push(r.clone());
             continue;
         };
         let v = serde_json::to_value(&obj)?;
@@ -407,18 +411,42 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
             )));
         }
         let kind = ctx.discovery.resolve(client, &api_version, &kind_name).await?;
+        let namespace = render::namespace_of(&res, template, &kind_name, kind.namespaced, xr_ns.as_deref())
+            .map_err(Error::Message)?;
         ctx.watches.ensure(&kind.resource);
-        let api = ctx.composed_api(&kind, xr_ns.as_deref());
-        let name = match observed_refs.get(template) {
-            Some(r) => r.name.clone(),
-            None => free_name(&api, &format!("{}-", owner.name)).await?,
+        let api = ctx.composed_api(&kind, namespace.as_deref());
+        let reusable = pending
+            .iter()
+            .position(|r| r.api_version == api_version && r.kind == kind_name && r.namespace == namespace);
+        // A name the Composition gives, unless it is the name the core generated before (functions
+        // such as patch-and-transform hand the observed name back).
+        let generated_before = observed.get(template).is_some_and(|o| {
+            o.resource
+                .pointer("/metadata/generateName")
+                .and_then(Value::as_str)
+                .is_some_and(|g| !g.is_empty())
+        });
+        let given = render::explicit_name(&res).filter(|_| !generated_before);
+        let name = match (given, observed_refs.get(template), reusable) {
+            (Some(n), _, _) => n.to_owned(),
+            (None, Some(r), _) => r.name.clone(),
+            (None, None, Some(i)) => pending.remove(i).name,
+            (None, None, None) => free_name(&api, &format!("{}-", owner.name)).await?,
         };
-        render::decorate(&mut res, &owner, template, &name, kind.namespaced);
+        let generate_name = given.is_none();
+        render::decorate(
+            &mut res,
+            &owner,
+            template,
+            &name,
+            namespace.as_deref(),
+            generate_name,
+        );
         refs.push(ResourceRef {
             api_version,
             kind: kind_name,
             name: name.clone(),
-            namespace: (kind.namespaced).then(|| xr_ns.clone()).flatten(),
+            namespace,
         });
         desired.push((template.clone(), name, api, res, *ready));
     }
