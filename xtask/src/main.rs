@@ -30,6 +30,7 @@ mod figures;
 mod generate;
 mod image;
 mod node;
+mod package;
 mod prereq;
 mod registry;
 mod test;
