@@ -34,6 +34,7 @@ mod generate;
 mod image;
 mod metrics_names;
 mod node;
+mod package;
 mod prereq;
 mod provenance;
 mod registry;
