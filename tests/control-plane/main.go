@@ -4,9 +4,10 @@
 // etcd, kube-apiserver, a kube-controller-manager limited to the controllers
 // a test bed needs, kube-scheduler and the kubelet (for a test bed with a
 // node), and a client-go leader-election candidate used as the
-// interoperability peer and benchmark anchor.
+// interoperability peer and benchmark anchor, and an OCI registry (go-containerregistry)
+// that package tests push to and fetch from.
 //
-// Usage: harness <etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|supervise|cri-cleanup|lease-candidate|version> [flags]
+// Usage: harness <etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|supervise|cri-cleanup|lease-candidate|registry|version> [flags]
 package main
 
 import (
@@ -38,6 +39,8 @@ func main() {
 		os.Exit(runCRICleanup(args))
 	case "lease-candidate":
 		os.Exit(runLeaseCandidate(args))
+	case "registry":
+		os.Exit(runRegistry(args))
 	case "version":
 		fmt.Println(version())
 	case "-h", "--help", "help":
@@ -50,5 +53,5 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: harness <etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|supervise|cri-cleanup|lease-candidate|version> [flags]")
+	fmt.Fprintln(os.Stderr, "usage: harness <etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|supervise|cri-cleanup|lease-candidate|registry|version> [flags]")
 }

@@ -12,6 +12,11 @@
 //! Deployment uses), so that `ctr images import` stores it under that name. Timestamps are fixed, so
 //! the same binary and packages always give the same digests.
 //!
+//! Each provider's image is also written as an xpkg package, `<binary>.xpkg.oci.tar`: the same image
+//! with a last layer, annotated `io.crossplane.xpkg: base`, holding its `package.yaml` (see
+//! [`crate::package`]). It carries the image's name (a package's image is its runtime image), so push
+//! or import one of the two, not both.
+//!
 //! `--pause` also packs the node's sandbox image (`pause`, a static Go binary from the harness module,
 //! no base layer), which the test bed's containerd runs in every Pod instead of pulling one.
 
@@ -243,6 +248,9 @@ pub fn run(names: &[String], options: &Options) -> anyhow::Result<Vec<PathBuf>> 
             std::fs::metadata(&archive).map(|m| m.len()).unwrap_or(0) as f64 / 1e6,
             start.elapsed().as_secs_f64()
         );
+        if let Some(xpkg) = crate::package::pack(b, &archive, &options.registry, TAG)? {
+            eprintln!("[image] {} (the image with its package layer)", xpkg.display());
+        }
         archives.push(archive);
     }
     if options.next {

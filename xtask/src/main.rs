@@ -14,6 +14,8 @@
 //! - `cargo xtask chaos [--changes N] [--fence-after N]` runs the full fault schedule, first
 //!   without and then with the server-side fence, prints its summary and writes
 //!   `docs/reliability.md` and `docs/reliability.json`.
+//! - `cargo xtask conformance` runs the conformance suite (upstream's e2e scenarios) and writes
+//!   `docs/conformance.json`.
 //! - `cargo xtask fencing` runs the server-side fence's tests and writes their figures to
 //!   `docs/fencing.md` and `docs/fencing.json`.
 //! - `cargo xtask node-bench [--deletions N]` runs deploy/ as Pods on a real node (containerd, kubelet),
@@ -23,6 +25,7 @@
 mod bench;
 mod chaos;
 mod chart;
+mod conformance;
 mod control_plane;
 mod demo;
 mod fencing;
@@ -31,6 +34,7 @@ mod generate;
 mod image;
 mod metrics_names;
 mod node;
+mod package;
 mod prereq;
 mod provenance;
 mod registry;
@@ -170,6 +174,9 @@ enum Command {
     /// Run the server-side fence's tests (`providers/provider-nop/tests/fencing.rs`) on a fresh control
     /// plane and write their figures to docs/fencing.md and docs/fencing.json.
     Fencing,
+    /// Run the conformance suite (upstream Crossplane's e2e scenarios, crates/crossplane/tests/conformance.rs)
+    /// on a fresh control plane and write each scenario's outcome to docs/conformance.json.
+    Conformance,
 }
 
 fn main() {
@@ -232,6 +239,7 @@ fn main() {
         }),
         Command::Fencing => fencing::run(),
         Command::MetricsNames => metrics_names::run(),
+        Command::Conformance => conformance::run(),
         Command::Harness => harness().map(|p| {
             println!("{}", p.display());
             0

@@ -148,21 +148,20 @@ fn expectations(binary: &str) -> (Vec<Request>, Vec<Request>) {
                 false,
                 None,
             ));
-            denied.push((
-                "apiextensions.crossplane.io",
-                "compositions",
-                "delete",
-                false,
-                None,
-            ));
+            // Upstream's default rules (crossplane::upstream_rbac): ConfigMaps, Deployments, Services,
+            // everything in Crossplane's groups; still no Leases but its own, no RBAC, no Pods.
+            allowed.push(("", "configmaps", "create", true, None));
+            allowed.push(("apps", "deployments", "create", true, None));
+            allowed.push(("", "services", "delete", true, None));
+            allowed.push(("pkg.crossplane.io", "functions", "delete", false, None));
             denied.push(("rbac.authorization.k8s.io", "clusterroles", "create", false, None));
+            denied.push(("", "namespaces", "delete", false, None));
             // Secrets: function credentials, composed resources' connection details, the XR connection
             // Secret, and the function CA and server certificates.
             denied.retain(|r| r.1 != "secrets");
             allowed.push(("", "secrets", "get", true, None));
             allowed.push(("", "secrets", "list", false, None));
             allowed.push(("pkg.crossplane.io", "functionrevisions", "list", false, None));
-            denied.push(("pkg.crossplane.io", "functions", "delete", false, None));
         }
         "crossplane-rbac-manager" => {
             allowed.push((

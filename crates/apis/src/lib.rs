@@ -15,7 +15,6 @@
 
 pub mod apiextensions;
 pub mod condition;
-pub mod duration;
 pub mod meta;
 pub mod pkg;
 pub mod policy;
@@ -25,7 +24,6 @@ pub mod resource;
 mod schema;
 
 pub use condition::{Condition, ConditionStatus};
-pub use duration::parse_go_duration;
 pub use policy::{DeletionPolicy, ManagementAction, ManagementPolicies};
 pub use providerconfig::{
     CommonCredentialSelectors, CredentialsSource, ProviderConfigStatus, ProviderConfigUsageSpec,

@@ -36,7 +36,6 @@ use serde_json::json;
 use crate::claim;
 use crate::composite::{self, CompositeController};
 use crate::error::{Error, fenced_not_found, is_not_found};
-use crate::metrics::Recorder;
 use crate::xcrd;
 
 /// The controller's field manager (kept: existing objects' managed fields name it).
@@ -218,7 +217,8 @@ async fn reconcile(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -> Resu
                 xrd: xrd.spec.clone(),
                 poll: ctx.options.poll,
                 functions: ctx.options.functions.clone(),
-                recorder: Recorder::new(ctx.options.metrics.clone(), &format!("composite/{name}")),
+                name: format!("composite/{name}"),
+                metrics: ctx.options.metrics.clone(),
             };
             let handle = ctx
                 .term
@@ -287,7 +287,8 @@ async fn start_claim_controller(
         composite: composite.clone(),
         enforced_composition: xrd.spec.enforced_composition_ref.is_some(),
         poll: ctx.options.poll,
-        recorder: Recorder::new(ctx.options.metrics.clone(), &child),
+        name: child.clone(),
+        metrics: ctx.options.metrics.clone(),
     };
     let handle = ctx
         .term
@@ -322,7 +323,10 @@ async fn apply_crd(
     let applied = match crds.patch(&name, &pp, &Patch::Apply(crd)).await {
         Ok(c) => c,
         Err(e) if !e.is_not_leader() => {
-            let msg = format!("cannot apply rendered {what} CustomResourceDefinition: {e}");
+            let msg = format!(
+                "cannot apply rendered {what} CustomResourceDefinition: {}",
+                crate::error::explain_fenced(&e)
+            );
             ctx.set_status(xrd, vec![Condition::reconcile_error(&msg)], None)
                 .await?;
             return Err(Error::Message(msg));

@@ -1,4 +1,5 @@
-//! The error of one reconcile.
+//! The error of one reconcile. Its `Display` is what conditions and Events show: the apiserver's own
+//! message and what to do ([`explain`]), never a `Debug` dump.
 
 use manager::FencedError;
 
@@ -6,10 +7,10 @@ use manager::FencedError;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A read failed.
-    #[error(transparent)]
+    #[error("{}", explain(.0))]
     Kube(#[from] kube::Error),
     /// A write failed or was refused by the fence.
-    #[error(transparent)]
+    #[error("{}", explain_fenced(.0))]
     Fenced(#[from] FencedError),
     /// An object could not be (de)serialised.
     #[error(transparent)]
@@ -57,4 +58,47 @@ pub fn is_not_found(e: &kube::Error) -> bool {
 /// True when the fenced write failed with a 404.
 pub fn fenced_not_found(e: &FencedError) -> bool {
     matches!(e, FencedError::Kube(k) if is_not_found(k))
+}
+
+/// What the core does not have permission for, and how to give it.
+const FORBIDDEN_HINT: &str = "the core's ServiceAccount may not do this: grant it with a ClusterRole labelled \
+     rbac.crossplane.io/aggregate-to-crossplane: \"true\", which the core's ClusterRole aggregates";
+
+/// A Kubernetes API error as users read it: the apiserver's message and what to do
+/// ([`manager::api_error`]; a 403 says how to grant the core the permission).
+pub fn explain(e: &kube::Error) -> String {
+    match manager::api_error::code(e) {
+        Some(403) => format!("{} ({FORBIDDEN_HINT})", manager::api_error::message(e)),
+        _ => manager::api_error::explain(e),
+    }
+}
+
+/// [`explain`] for a write through the fenced client; a fence refusal keeps its own words.
+pub fn explain_fenced(e: &FencedError) -> String {
+    match e {
+        FencedError::Kube(k) => explain(k),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_forbidden_write_says_how_to_grant_it_without_a_debug_dump() {
+        let mut s = kube::core::Status::failure(
+            r#"examples.lack.of.rights "x" is forbidden: User "system:serviceaccount:s:crossplane" cannot patch resource "examples""#,
+            "Forbidden",
+        );
+        s.code = 403;
+        let e = Error::Fenced(FencedError::Kube(kube::Error::Api(Box::new(s))));
+        let shown = e.to_string();
+        assert!(
+            shown.starts_with(r#"examples.lack.of.rights "x" is forbidden"#),
+            "{shown}"
+        );
+        assert!(shown.contains("aggregate-to-crossplane"), "{shown}");
+        assert!(!shown.contains("Status {"), "{shown}");
+    }
 }

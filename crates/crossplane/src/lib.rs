@@ -8,7 +8,7 @@
 //! term), [`revision`] (Composition → CompositionRevision), [`composite`] (the XR reconciler),
 //! [`rbac`] (the RBAC manager), [`roles`] (the user-facing crossplane-admin/edit/view/browse roles),
 //! [`init`] (`core init`, `rbac init`), [`upstream_flags`] (upstream's flags and what we do with
-//! each), [`render_command`] (`crossplane render`) and [`error`]. Controller wiring, backoff and
+//! each), [`upstream_rbac`] (what upstream's core may do by default), [`render_command`] (`crossplane render`) and [`error`]. Controller wiring, backoff and
 //! reconcile metrics are the manager's ([`manager::controller::ControllerBuilder`]).
 #![forbid(unsafe_code)]
 
@@ -18,12 +18,12 @@ pub mod composite;
 pub mod definition;
 pub mod error;
 pub mod init;
-pub mod metrics;
 pub mod rbac;
 pub mod render_command;
 pub mod revision;
 pub mod roles;
 pub mod upstream_flags;
+pub mod upstream_rbac;
 pub mod xcrd;
 
 pub use error::Error;
@@ -42,10 +42,12 @@ pub fn crds()
     ]
 }
 
-/// What `crossplane core start` needs (its controllers' declared needs, rendered into its ClusterRole by
-/// `cargo xtask generate`; leader election's namespaced needs come on top).
+/// What `crossplane core start` may do: its controllers' declared needs plus upstream's default rules
+/// ([`upstream_rbac`]), rendered into its ClusterRole by `cargo xtask generate`; leader election's
+/// namespaced needs come on top.
 pub fn core_rbac_needs() -> Vec<manager::rbac::Rule> {
     let mut rules = definition::rbac_needs();
+    rules.extend(upstream_rbac::base_rules());
     rules.extend(revision::rbac_needs());
     rules.extend(composite::rbac_needs());
     rules.extend(claim::rbac_needs());

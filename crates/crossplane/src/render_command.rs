@@ -179,12 +179,20 @@ async fn render(args: &RenderArgs) -> Result<String, RenderError> {
     for (template, r) in &run.desired.resources {
         let mut res = builtin::json_of(Some(r));
         let existing = res["metadata"]["name"].as_str().map(str::to_owned);
+        // Without a cluster the kind's scope is unknown: a namespaced XR's namespace, else whatever
+        // namespace the template gives (as a cluster-scoped XR keeps it).
+        let namespace = owner.namespace.clone().or_else(|| {
+            res.pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        });
         decorate(
             &mut res,
             &owner,
             template,
             existing.as_deref().unwrap_or(""),
-            owner.namespace.is_some(),
+            namespace.as_deref(),
+            existing.is_none(),
         );
         if existing.is_none()
             && let Some(m) = res["metadata"].as_object_mut()

@@ -18,18 +18,18 @@ use std::time::Duration;
 
 use apis::meta::{ANNOTATION_EXTERNAL_CREATE_FAILED, ANNOTATION_EXTERNAL_CREATE_PENDING};
 use futures::{StreamExt, TryStreamExt};
-use kube::runtime::controller::{Action, Config};
+use kube::runtime::controller::Config;
 use kube::runtime::reflector;
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
-use manager::controller::{ControllerBuilder, ReconcileError};
-use manager::{Manager, Metrics, ReconcileResult, TermContext};
+use manager::controller::{ControllerBuilder, Requeue, key};
+use manager::event::Recorder;
+use manager::{Manager, Metrics, TermContext};
 
-use crate::events::Recorder;
 use crate::external::ExternalConnector;
 use crate::metrics::ManagedMetrics;
 use crate::options::Options;
-use crate::reconciler::{self, Requeue, Shared};
+use crate::reconciler::{self, Shared};
 use crate::resource::Managed;
 use manager::backoff::Backoff;
 
@@ -42,17 +42,6 @@ pub enum ControllerError {
     /// The managed-resource metrics could not be registered (a name clash in the registry).
     #[error("{0}")]
     Metrics(String),
-}
-
-/// Never constructed: reconciles handle their errors themselves.
-#[derive(Debug, thiserror::Error)]
-#[error("unreachable")]
-pub(crate) struct Never;
-
-impl ReconcileError for Never {
-    fn is_not_leader(&self) -> bool {
-        false
-    }
 }
 
 /// The managed reconciler for kind `K`, driven by connector `C`.
@@ -150,11 +139,7 @@ where
             options: opts.clone(),
             client: ctx.client().clone(),
             recorder: Recorder::new(self.name.clone(), ctx.term().identity.clone()),
-            backoff: Backoff::new(opts.backoff.0, opts.backoff.1),
-            metrics: metrics.reconcile().clone(),
             mr_metrics: mr_metrics.clone(),
-            workqueue: metrics.workqueue().clone(),
-            name: self.name.clone(),
         });
         let api: Api<K> = Api::all(ctx.client().kube().clone());
         let (reader, writer) = reflector::store();
@@ -163,7 +148,7 @@ where
             wc = wc.labels(selector);
         }
         // What enters kube-runtime's queue is reported to the work queue metrics here (triggers, resyncs)
-        // and in `reconcile_one` (requeues), since the queue itself is private.
+        // and by the controller builder (requeues), since the queue itself is private.
         let wq = metrics.workqueue().clone();
         let queue_name = self.name.clone();
         let trigger = watcher(api, wc)
@@ -184,13 +169,14 @@ where
             controller = controller.reconcile_all_on(resync);
         }
         tracing::info!(controller = %self.name, "starting");
-        // Reconciles report their own outcome (events, conditions, metrics by requeue kind) and back off by
-        // their own verdict, so the builder only wires, shuts down and reports watch errors here.
+        // Reconciles report their own failures (events, conditions) and decide their own requeue: the
+        // builder's outcome mode times them, keeps the backoff and requeues.
         let state = record_state::<K>(reader.clone(), mr_metrics, opts.poll_state_metric);
         let run = ControllerBuilder::new(self.name.clone(), controller)
+            .backoff(Backoff::new(opts.backoff.0, opts.backoff.1))
+            .metrics(metrics.reconcile())
             .workqueue(metrics.workqueue())
-            .failures_metrics(metrics.reconcile())
-            .run(ctx.token(), reconcile_one::<K, C>, shared);
+            .run_requeues(ctx.token(), reconcile_one::<K, C>, shared);
         tokio::select! {
             _ = run => {}
             () = state => {}
@@ -223,55 +209,22 @@ fn ticks(every: Duration) -> impl futures::Stream<Item = ()> + Send + 'static {
     })
 }
 
-fn key<K: Resource>(obj: &K) -> String {
-    match obj.meta().namespace.as_deref() {
-        Some(ns) => format!("{ns}/{}", obj.meta().name.as_deref().unwrap_or_default()),
-        None => obj.meta().name.clone().unwrap_or_default(),
-    }
-}
-
-async fn reconcile_one<K, C>(obj: Arc<K>, shared: Arc<Shared<C>>) -> Result<Action, Never>
+/// One reconcile, unless the rate limiter holds the object back or the term has ended.
+async fn reconcile_one<K, C>(obj: Arc<K>, shared: Arc<Shared<C>>) -> Requeue
 where
     K: Managed,
     C: ExternalConnector<K>,
 {
-    let key = key(obj.as_ref());
     if let Some(limiter) = &shared.options.rate_limiter
-        && let Some(wait) = limiter.when(&key)
+        && let Some(wait) = limiter.when(&key(obj.as_ref()))
     {
-        shared.workqueue.add_after(&shared.name, &key, wait);
-        return Ok(Action::requeue(wait));
+        return Requeue::Skipped(Some(wait));
     }
     if shared.client.check().is_err() {
-        return Ok(Action::await_change());
+        return Requeue::Skipped(None);
     }
-    let timer = shared.metrics.start(&shared.name);
     tracing::trace!(resource = %obj.name_any(), "reconciling");
-    let requeue = reconciler::reconcile(&shared, (*obj).clone()).await;
-    let (delay, result) = match requeue {
-        Requeue::After(d) => {
-            shared.backoff.succeed(&key);
-            (Some(d), ReconcileResult::RequeueAfter)
-        }
-        Requeue::Immediately => {
-            shared.backoff.succeed(&key);
-            (Some(Duration::ZERO), ReconcileResult::Requeue)
-        }
-        Requeue::Never => {
-            shared.backoff.succeed(&key);
-            (None, ReconcileResult::Success)
-        }
-        Requeue::Backoff => {
-            shared.workqueue.retry(&shared.name);
-            (Some(shared.backoff.fail(&key)), ReconcileResult::Error)
-        }
-    };
-    let action = delay.map_or_else(Action::await_change, Action::requeue);
-    timer.finish(result);
-    if let Some(delay) = delay {
-        shared.workqueue.add_after(&shared.name, &key, delay);
-    }
-    Ok(action)
+    reconciler::reconcile(&shared, (*obj).clone()).await
 }
 
 #[cfg(test)]

@@ -57,16 +57,26 @@ pub struct ExternalDelete {}
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct ExternalError {
+    kind: ErrorKind,
     message: String,
-    not_leader: bool,
+}
+
+/// What an [`ExternalError`] means for the reconcile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The call failed (the resource, the external system or the apiserver): reported in the conditions
+    /// and an Event, retried with backoff.
+    Failed,
+    /// The fence refused a write: this replica's term ended. Nothing is reported; the next leader goes on.
+    NotLeader,
 }
 
 impl ExternalError {
     /// An error with this message.
     pub fn new(message: impl Into<String>) -> Self {
         Self {
+            kind: ErrorKind::Failed,
             message: message.into(),
-            not_leader: false,
         }
     }
 
@@ -78,32 +88,42 @@ impl ExternalError {
     /// A fenced write with context; keeps the fact that the fence refused it.
     pub fn fenced(context: impl std::fmt::Display, error: FencedError) -> Self {
         Self {
+            kind: kind_of(&error),
             message: format!("{context}: {error}"),
-            not_leader: error.is_not_leader(),
         }
+    }
+
+    /// What the error means for the reconcile.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
     }
 
     /// True when the error is this replica's term ending, not a problem of the resource.
     pub fn is_not_leader(&self) -> bool {
-        self.not_leader
+        self.kind == ErrorKind::NotLeader
+    }
+}
+
+fn kind_of(e: &FencedError) -> ErrorKind {
+    if e.is_not_leader() {
+        ErrorKind::NotLeader
+    } else {
+        ErrorKind::Failed
     }
 }
 
 impl From<FencedError> for ExternalError {
     fn from(e: FencedError) -> Self {
         Self {
+            kind: kind_of(&e),
             message: e.to_string(),
-            not_leader: e.is_not_leader(),
         }
     }
 }
 
 impl From<kube::Error> for ExternalError {
     fn from(e: kube::Error) -> Self {
-        Self {
-            not_leader: manager::refusal(&e).is_some(),
-            message: e.to_string(),
-        }
+        FencedError::from(e).into()
     }
 }
 

@@ -16,7 +16,7 @@
 //! Modules, one concept each: [`provider`] (a provider's descriptor and its one list of kinds),
 //! [`resource`] (the kind, [`impl_managed!`] and [`managed_kind!`]), [`external`] (the provider's side), [`decision`],
 //! [`meta`] (annotation and finalizer rules), [`reconciler`], [`controller`] (watch, predicate, queue),
-//! [`connection`] (connection secrets), [`events`], [`metrics`] (crossplane-runtime's
+//! [`connection`] (connection secrets), [`reason`] (Event reasons; the recorder is [`manager::event`]), [`metrics`] (crossplane-runtime's
 //! `crossplane_managed_resource_*` series), [`usage`] and [`providerconfig`] (usage tracking and
 //! deletion protection), [`groups`] (a provider's cluster-scoped and namespaced API groups), [`ratelimit`], [`options`] and
 //! [`cli`]. Backoff and poll jitter are the manager's ([`manager::backoff`]).
@@ -27,7 +27,6 @@ pub mod config_ref;
 pub mod connection;
 pub mod controller;
 pub mod decision;
-pub mod events;
 pub mod external;
 pub mod groups;
 pub mod meta;
@@ -37,6 +36,7 @@ pub mod provider;
 pub mod providerconfig;
 pub mod ratelimit;
 pub mod rbac;
+pub mod reason;
 pub mod reconciler;
 pub mod resource;
 pub mod usage;

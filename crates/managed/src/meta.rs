@@ -82,7 +82,7 @@ pub fn is_paused(meta: &ObjectMeta) -> bool {
 /// A valid, positive `crossplane.io/poll-interval`, if set.
 pub fn poll_interval(meta: &ObjectMeta) -> Option<Duration> {
     annotation(meta, ANNOTATION_POLL_INTERVAL)
-        .and_then(|v| apis::parse_go_duration(v).ok())
+        .and_then(|v| manager::duration::parse_duration(v).ok())
         .filter(|d| !d.is_zero())
 }
 

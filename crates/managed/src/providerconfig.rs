@@ -19,7 +19,7 @@ use manager::controller::{ControllerBuilder, ReconcileError};
 use manager::{FencedClient, FencedError, Manager, TermContext};
 use serde_json::json;
 
-use crate::events::{EventType, Recorder};
+use manager::event::{EventType, Recorder};
 
 /// Condition type set while deletion is blocked.
 pub const TYPE_TERMINATING: &str = "Terminating";

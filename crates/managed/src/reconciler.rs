@@ -17,31 +17,22 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams, PostParams};
-use manager::{FencedClient, FencedError, ReconcileMetrics, WorkqueueMetrics};
+use manager::{FencedClient, FencedError};
 use serde_json::{Value, json};
 
 use crate::connection;
 use crate::decision::{self, After, Before, Facts};
-use crate::events::{EventType, Recorder, reason};
 use crate::external::{ConnectionDetails, ExternalClient, ExternalConnector, ExternalError};
 use crate::meta;
 use crate::metrics::ManagedMetrics;
 use crate::options::Options;
+use crate::reason;
 use crate::resource::Managed;
-use manager::backoff::{Backoff, jittered};
+use manager::backoff::jittered;
+use manager::event::{EventType, Recorder};
 
-/// What the controller does after a reconcile.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Requeue {
-    /// Reconcile again after this long (poll).
-    After(Duration),
-    /// Reconcile again at once.
-    Immediately,
-    /// Reconcile again after the item's next backoff step (a failure).
-    Backoff,
-    /// Wait for a change to the resource.
-    Never,
-}
+/// What the controller does after a reconcile (the controller builder's outcome mode).
+pub use manager::controller::Requeue;
 
 /// A write failed.
 #[derive(Debug)]
@@ -73,11 +64,7 @@ pub(crate) struct Shared<C> {
     pub options: Options,
     pub client: FencedClient,
     pub recorder: Recorder,
-    pub backoff: Backoff,
-    pub metrics: ReconcileMetrics,
     pub mr_metrics: ManagedMetrics,
-    pub workqueue: WorkqueueMetrics,
-    pub name: String,
 }
 
 /// Runs an external call with a timeout; the error says whether the term ended, and what failed.

@@ -184,6 +184,39 @@ pub async fn guarded<T, E: std::error::Error + 'static>(
 /// How long a conflicting write waits before it is retried.
 const CONFLICT_RETRY: Duration = Duration::from_secs(1);
 
+/// What a reconcile that decides its own requeue returns ([`ControllerBuilder::run_requeues`]). It has
+/// reported its own failures (conditions, events), so the builder times it, keeps the object's backoff
+/// and puts it back in the work queue, but logs nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requeue {
+    /// Reconcile again after this long (a poll; `result="requeue_after"`).
+    After(Duration),
+    /// Reconcile again at once (`result="requeue"`).
+    Immediately,
+    /// Failed: reconcile again after the object's next backoff step (`result="error"`).
+    Backoff,
+    /// Done: wait for a change to the object (`result="success"`).
+    Never,
+    /// Not reconciled (held back by a rate limit, or the term ended first): back in the queue after this
+    /// long, or wait for a change with `None`. Not counted as a reconcile.
+    Skipped(Option<Duration>),
+}
+
+/// What a reconcile returned, in either of the builder's modes.
+enum Verdict {
+    /// [`ControllerBuilder::run`]: kube's `Action` (its errors go through the error policy).
+    Action(Action),
+    /// [`ControllerBuilder::run_requeues`].
+    Requeue(Requeue),
+}
+
+/// The outcome mode has no reconcile errors: only a panic or a timeout reaches the error policy.
+impl ReconcileError for std::convert::Infallible {
+    fn is_not_leader(&self) -> bool {
+        match *self {}
+    }
+}
+
 /// One kube-runtime [`Controller`] run for one term, with reconcile metrics, per-object backoff and error
 /// reporting in one place (kube-runtime's builder, plus what every controller of a manager needs):
 ///
@@ -195,8 +228,9 @@ const CONFLICT_RETRY: Duration = Duration::from_secs(1);
 /// ```
 ///
 /// - every reconcile is timed into `controller_runtime_reconcile_*{controller}` (an `Ok` that waits for
-///   a change is `success`, one that requeues is `requeue_after`, an `Err` is `error`), and the work
-///   queue into `workqueue_*{name,controller}` as far as kube-runtime shows it ([`crate::workqueue`]);
+///   a change is `success`, one that requeues is `requeue_after`, an `Err` is `error`; in the outcome
+///   mode, [`Self::run_requeues`], by its [`Requeue`]), and the work queue into
+///   `workqueue_*{name,controller}` as far as kube-runtime shows it ([`crate::workqueue`]);
 /// - a panicking reconcile is recovered, counted in `controller_runtime_reconcile_panics_total` and
 ///   retried with backoff, as controller-runtime does by default; with [`Self::timeout`] a reconcile that
 ///   runs too long is cancelled and counted in `controller_runtime_reconcile_timeouts_total`; an error
@@ -204,7 +238,8 @@ const CONFLICT_RETRY: Duration = Duration::from_secs(1);
 ///   `controller_runtime_terminal_reconcile_errors_total` and not retried;
 /// - an `Ok` forgets the object's failures; an `Err` is logged with its whole source chain and retried
 ///   after the object's next [`Backoff`] step, unless the term ended ([`ReconcileError::is_not_leader`]:
-///   wait) or the write conflicted ([`ReconcileError::is_conflict`]: retry in a second, quietly);
+///   wait) or the write conflicted ([`ReconcileError::is_conflict`]: retry in a second, quietly); every
+///   retry goes back into the work queue's series (`add_after`);
 /// - the controller shuts down gracefully when the term's token is cancelled, and is dropped at once if
 ///   its cache never synced ([`drive`]).
 #[must_use = "a controller does nothing until run() is awaited"]
@@ -217,7 +252,6 @@ where
     controller: Controller<K>,
     backoff: Backoff,
     metrics: Option<ReconcileMetrics>,
-    times_itself: bool,
     timeout: Option<Duration>,
     workqueue: Option<WorkqueueMetrics>,
 }
@@ -228,9 +262,88 @@ struct Shared<Ctx> {
     name: String,
     backoff: Backoff,
     metrics: Option<ReconcileMetrics>,
-    times_itself: bool,
     timeout: Option<Duration>,
     workqueue: Option<WorkqueueMetrics>,
+}
+
+impl<Ctx> Shared<Ctx> {
+    /// Puts `key` back into the work queue's series after `delay` (where the queue is tracked).
+    fn add_after(&self, key: &str, delay: Duration) {
+        if let Some(w) = &self.workqueue {
+            w.add_after(&self.name, key, delay);
+        }
+    }
+
+    /// A failed reconcile of `key` will be retried after `delay`.
+    fn retry(&self, key: &str, delay: Duration) {
+        if let Some(w) = &self.workqueue {
+            w.retry(&self.name);
+        }
+        self.add_after(key, delay);
+    }
+
+    /// What a finished reconcile of `key` means: its metrics label (`None`: nothing was reconciled) and
+    /// the next step, the object's backoff kept.
+    fn settle<E: std::error::Error + 'static>(
+        &self,
+        key: &str,
+        result: Result<Verdict, Failure<E>>,
+    ) -> (Option<ReconcileResult>, Result<Action, Failure<E>>) {
+        let requeue = match result {
+            Err(e) => return (Some(ReconcileResult::Error), Err(e)),
+            Ok(Verdict::Action(action)) => {
+                self.backoff.succeed(key);
+                let ok = Ok(action);
+                return (Some(result_of::<Failure<E>>(&ok)), ok);
+            }
+            Ok(Verdict::Requeue(requeue)) => requeue,
+        };
+        let (label, delay) = match requeue {
+            Requeue::After(d) => (Some(ReconcileResult::RequeueAfter), Some(d)),
+            Requeue::Immediately => (Some(ReconcileResult::Requeue), Some(Duration::ZERO)),
+            Requeue::Never => (Some(ReconcileResult::Success), None),
+            Requeue::Skipped(delay) => (None, delay),
+            Requeue::Backoff => {
+                let delay = self.backoff.fail(key);
+                self.retry(key, delay);
+                return (Some(ReconcileResult::Error), Ok(Action::requeue(delay)));
+            }
+        };
+        if label.is_some() {
+            self.backoff.succeed(key);
+        }
+        if let Some(delay) = delay {
+            self.add_after(key, delay);
+        }
+        (
+            label,
+            Ok(delay.map_or_else(Action::await_change, Action::requeue)),
+        )
+    }
+
+    /// kube-runtime's error policy: what a failed reconcile of `key` waits for.
+    fn error_policy<E: ReconcileError>(&self, key: &str, e: &Failure<E>) -> Action {
+        if let Failure::Reconcile(e) = e {
+            if e.is_not_leader() {
+                return Action::await_change();
+            }
+            if e.is_terminal() {
+                if let Some(m) = &self.metrics {
+                    m.terminal_error(&self.name);
+                }
+                tracing::warn!(controller = %self.name, object = %key, error = %error_chain(e), "reconcile failed; not retried until the object changes");
+                return Action::await_change();
+            }
+        }
+        let delay = if matches!(e, Failure::Reconcile(e) if e.is_conflict()) {
+            CONFLICT_RETRY
+        } else {
+            tracing::warn!(controller = %self.name, object = %key, error = %error_chain(e), "reconcile failed");
+            self.backoff.fail(key)
+        };
+        self.retry(key, delay);
+        Action::requeue(delay)
+    }
 }
 
 /// The result label of a reconcile, as controller-runtime names it.
@@ -242,7 +355,8 @@ pub fn result_of<E>(result: &Result<Action, E>) -> ReconcileResult {
     }
 }
 
-fn key<K: kube::Resource>(obj: &K) -> String {
+/// `obj`'s key in the work queue metrics and the backoff ([`object_key`]).
+pub fn key<K: kube::Resource>(obj: &K) -> String {
     let meta = obj.meta();
     object_key(
         meta.namespace.as_deref(),
@@ -271,7 +385,6 @@ where
             controller,
             backoff: Backoff::default(),
             metrics: None,
-            times_itself: false,
             timeout: None,
             workqueue: None,
         }
@@ -282,15 +395,6 @@ where
     /// retried with backoff.
     pub fn timeout(mut self, limit: Duration) -> Self {
         self.timeout = Some(limit);
-        self
-    }
-
-    /// For a reconcile that records its own outcomes in `metrics`: records only what it cannot, a panic
-    /// or a timeout (as `result="error"`, plus `controller_runtime_reconcile_{panics,timeouts}_total`).
-    pub fn failures_metrics(mut self, metrics: &ReconcileMetrics) -> Self {
-        metrics.register_controller(&self.name);
-        self.metrics = Some(metrics.clone());
-        self.times_itself = true;
         self
     }
 
@@ -328,12 +432,54 @@ where
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
         E: ReconcileError,
     {
+        self.run_verdicts(
+            token,
+            move |obj, ctx| reconcile(obj, ctx).map(|r| r.map(Verdict::Action)),
+            ctx,
+        )
+        .await
+    }
+
+    /// The outcome mode, for a reconcile that reports its own failures and decides its own requeue
+    /// ([`Requeue`]); otherwise as [`Self::run`].
+    pub async fn run_requeues<Ctx, F, Fut>(
+        self,
+        token: &CancellationToken,
+        mut reconcile: F,
+        ctx: Arc<Ctx>,
+    ) -> bool
+    where
+        Ctx: Send + Sync + 'static,
+        F: FnMut(Arc<K>, Arc<Ctx>) -> Fut,
+        Fut: Future<Output = Requeue> + Send + 'static,
+    {
+        self.run_verdicts(
+            token,
+            move |obj, ctx| {
+                reconcile(obj, ctx).map(|r| Ok::<_, std::convert::Infallible>(Verdict::Requeue(r)))
+            },
+            ctx,
+        )
+        .await
+    }
+
+    async fn run_verdicts<Ctx, F, Fut, E>(
+        self,
+        token: &CancellationToken,
+        mut reconcile: F,
+        ctx: Arc<Ctx>,
+    ) -> bool
+    where
+        Ctx: Send + Sync + 'static,
+        F: FnMut(Arc<K>, Arc<Ctx>) -> Fut,
+        Fut: Future<Output = Result<Verdict, E>> + Send + 'static,
+        E: ReconcileError,
+    {
         let shared = Arc::new(Shared {
             ctx,
             name: self.name.clone(),
             backoff: self.backoff,
             metrics: self.metrics,
-            times_itself: self.times_itself,
             timeout: self.timeout,
             workqueue: self.workqueue,
         });
@@ -349,7 +495,10 @@ where
                     let fut = reconcile(obj.clone(), shared.ctx.clone());
                     async move {
                         let key = key(obj.as_ref());
-                        let _work = shared.workqueue.as_ref().map(|w| w.start_item(&shared.name, &key));
+                        let _work = shared
+                            .workqueue
+                            .as_ref()
+                            .map(|w| w.start_item(&shared.name, &key));
                         let started = std::time::Instant::now();
                         let result = guarded(fut, shared.timeout).await;
                         if let Some(m) = &shared.metrics {
@@ -358,43 +507,16 @@ where
                                 Err(Failure::Timeout(_)) => m.timed_out(&shared.name),
                                 _ => {}
                             }
-                            let failed = matches!(result, Err(Failure::Panic(_) | Failure::Timeout(_)));
-                            if !shared.times_itself || failed {
-                                m.observe(&shared.name, result_of(&result), started.elapsed());
-                            }
                         }
-                        if result.is_ok() {
-                            shared.backoff.succeed(&key);
+                        let (label, result) = shared.settle(&key, result);
+                        if let (Some(m), Some(label)) = (&shared.metrics, label) {
+                            m.observe(&shared.name, label, started.elapsed());
                         }
                         result
                     }
                 },
                 |obj: Arc<K>, e: &Failure<E>, shared: Arc<Shared<Ctx>>| {
-                    let key = key(obj.as_ref());
-                    if let Failure::Reconcile(e) = e {
-                        if e.is_not_leader() {
-                            return Action::await_change();
-                        }
-                        if e.is_terminal() {
-                            if let Some(m) = &shared.metrics {
-                                m.terminal_error(&shared.name);
-                            }
-                            tracing::warn!(controller = %shared.name, object = %key, error = %error_chain(e), "reconcile failed; not retried until the object changes");
-                            return Action::await_change();
-                        }
-                    }
-                    let delay = if matches!(e, Failure::Reconcile(e) if e.is_conflict()) {
-                        CONFLICT_RETRY
-                    } else {
-                        tracing::warn!(controller = %shared.name, object = %key, error = %error_chain(e), "reconcile failed");
-                        shared.backoff.fail(&key)
-                    };
-                    if let Some(w) = &shared.workqueue {
-                        w.retry(&shared.name);
-                        // Back into the queue after the delay (counted only where the queue is tracked).
-                        w.add_after(&shared.name, &key, delay);
-                    }
-                    Action::requeue(delay)
+                    shared.error_policy(&key(obj.as_ref()), e)
                 },
                 shared,
             )
@@ -494,5 +616,60 @@ mod tests {
         assert!(matches!(slow, Err(Failure::Timeout(d)) if d == Duration::from_millis(10)));
         let err: Result<Action, Failure<Plain>> = Err(Failure::Panic("x".into()));
         assert_eq!(result_of(&err), ReconcileResult::Error);
+    }
+
+    fn shared() -> Shared<()> {
+        Shared {
+            ctx: Arc::new(()),
+            name: "test".into(),
+            backoff: Backoff::default(),
+            metrics: None,
+            timeout: None,
+            workqueue: None,
+        }
+    }
+
+    #[test]
+    fn requeues_keep_the_backoff_and_label_the_result() {
+        let s = shared();
+        let settle = |r: Requeue| {
+            let (label, action) = s.settle::<std::convert::Infallible>("k", Ok(Verdict::Requeue(r)));
+            (label, action.ok())
+        };
+        let secs = |n| Some(Action::requeue(Duration::from_secs(n)));
+        assert_eq!(settle(Requeue::Backoff), (Some(ReconcileResult::Error), secs(1)));
+        assert_eq!(settle(Requeue::Backoff), (Some(ReconcileResult::Error), secs(2)));
+        // Held back: not a reconcile, and the failures stay.
+        assert_eq!(
+            settle(Requeue::Skipped(Some(Duration::from_secs(5)))),
+            (None, secs(5))
+        );
+        assert_eq!(
+            settle(Requeue::Skipped(None)),
+            (None, Some(Action::await_change()))
+        );
+        assert_eq!(s.backoff.failures("k"), 2);
+        assert_eq!(
+            settle(Requeue::After(Duration::from_secs(10))),
+            (Some(ReconcileResult::RequeueAfter), secs(10))
+        );
+        assert_eq!(s.backoff.failures("k"), 0);
+        assert_eq!(
+            settle(Requeue::Immediately),
+            (Some(ReconcileResult::Requeue), secs(0))
+        );
+        assert_eq!(
+            settle(Requeue::Never),
+            (Some(ReconcileResult::Success), Some(Action::await_change()))
+        );
+        // The result mode: an Ok forgets the failures, an Err is an error.
+        s.backoff.fail("k");
+        let (label, _) = s.settle::<Plain>("k", Ok(Verdict::Action(Action::await_change())));
+        assert_eq!(
+            (label, s.backoff.failures("k")),
+            (Some(ReconcileResult::Success), 0)
+        );
+        let (label, _) = s.settle::<Plain>("k", Err(Failure::Reconcile(Plain)));
+        assert_eq!(label, Some(ReconcileResult::Error));
     }
 }

@@ -32,9 +32,9 @@
 //!
 //! The smallest complete user is the `configmap-counter` binary in this crate (`src/bin`).
 //!
-//! Modules, one concept each: [`args`] (flags), [`settings`] (defaults and validation), [`logging`],
+//! Modules, one concept each: [`api_error`] (API errors in words for users), [`args`] (flags), [`settings`] (defaults and validation), [`logging`],
 //! [`client`] (the two clients and the user agent), [`controller`] (a kube-runtime controller for
-//! one term: wiring, metrics, backoff, error reporting), [`backoff`] (per-object backoff and jitter), [`gate`] (the fence layer in the client: the one place writes are fenced), [`fence`]
+//! one term: wiring, metrics, backoff, error reporting), [`event`] (Kubernetes Events, fenced and deduplicated), [`backoff`] (per-object backoff and jitter), [`gate`] (the fence layer in the client: the one place writes are fenced), [`fence`]
 //! (what the layer checks: the term's guard and the manager's revocation), [`fenced`] (the typed face of
 //! the term's client),
 //! [`term`] (what gated work receives), [`runnable`] (always-runnables), [`readiness`], [`health`],
@@ -44,6 +44,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod api_error;
 pub mod args;
 pub mod backoff;
 pub mod bind;
@@ -51,6 +52,7 @@ pub mod client;
 pub mod compat;
 pub mod controller;
 mod error;
+pub mod event;
 pub mod fence;
 pub mod fenced;
 pub mod gate;

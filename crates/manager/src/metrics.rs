@@ -7,7 +7,7 @@
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry};
 
@@ -155,6 +155,12 @@ pub struct ReconcileMetrics {
     workqueue: Option<WorkqueueMetrics>,
 }
 
+impl std::fmt::Debug for ReconcileMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReconcileMetrics").finish_non_exhaustive()
+    }
+}
+
 impl ReconcileMetrics {
     /// Creates the metrics and registers them in `registry`.
     pub fn new(registry: &Registry) -> Result<Self, MetricsError> {
@@ -268,31 +274,6 @@ impl ReconcileMetrics {
             .with_label_values(&[controller])
             .observe(elapsed.as_secs_f64());
     }
-
-    /// Starts timing a reconcile; finish it with [`ReconcileTimer::finish`].
-    pub fn start(&self, controller: &str) -> ReconcileTimer {
-        ReconcileTimer {
-            metrics: self.clone(),
-            controller: controller.to_owned(),
-            started: Instant::now(),
-        }
-    }
-}
-
-/// Times one reconcile (see [`ReconcileMetrics::start`]).
-#[must_use = "call finish() to record the reconcile"]
-pub struct ReconcileTimer {
-    metrics: ReconcileMetrics,
-    controller: String,
-    started: Instant,
-}
-
-impl ReconcileTimer {
-    /// Records the reconcile with its outcome and the time since [`ReconcileMetrics::start`].
-    pub fn finish(self, result: ReconcileResult) {
-        self.metrics
-            .observe(&self.controller, result, self.started.elapsed());
-    }
 }
 
 #[cfg(test)]
@@ -308,8 +289,7 @@ mod tests {
         m.reconcile()
             .observe("counter", ReconcileResult::Error, Duration::from_millis(30));
         m.reconcile()
-            .start("counter")
-            .finish(ReconcileResult::RequeueAfter);
+            .observe("counter", ReconcileResult::RequeueAfter, Duration::from_millis(1));
         m.reconcile().set_max_concurrent("counter", 10);
         m.reconcile().panicked("counter");
         m.reconcile().timed_out("counter");

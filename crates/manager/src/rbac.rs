@@ -90,7 +90,8 @@ pub fn allows(rules: &[Rule], group: &str, resource: &str, verb: &str) -> bool {
     rules.iter().any(|r| r.allows(group, resource, verb))
 }
 
-/// Normalises `rules` into a deterministic list: verbs unioned per (group, resource, names), resources
+/// Normalises `rules` into a deterministic list: verbs unioned per (group, resource, names) (`*` alone
+/// when it is among them), resources
 /// with identical verbs and names in one group merged, everything sorted and deduplicated.
 pub fn normalize(rules: impl IntoIterator<Item = Rule>) -> Vec<Rule> {
     type Key = (String, Vec<String>);
@@ -108,7 +109,11 @@ pub fn normalize(rules: impl IntoIterator<Item = Rule>) -> Vec<Rule> {
         }
     }
     let mut merged: BTreeMap<(Key, Vec<String>), BTreeSet<String>> = BTreeMap::new();
-    for ((group, resource, names), verbs) in per {
+    for ((group, resource, names), mut verbs) in per {
+        // `*` covers every other verb.
+        if verbs.contains("*") {
+            verbs = BTreeSet::from(["*".to_owned()]);
+        }
         merged
             .entry(((group, verbs.into_iter().collect()), names))
             .or_default()

@@ -14,7 +14,7 @@ use kube::{
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    ENV_TESTBED, Error, Result,
+    ENV_TESTBED, Error, Registry, Result,
     audit::AuditLog,
     kubeconfig::{self, Credentials},
 };
@@ -36,6 +36,10 @@ pub struct Cluster {
     pub admin_kubeconfig: PathBuf,
     /// The apiserver's audit log.
     pub audit_log: PathBuf,
+    /// The OCI registry beside the control plane (absent in the state of a test bed started before
+    /// it had one).
+    #[serde(default)]
+    pub registry: Option<Registry>,
 }
 
 impl Cluster {
@@ -61,6 +65,18 @@ impl Cluster {
     /// The harness binary; `harness lease-candidate` is client-go's elector.
     pub fn harness(&self) -> &Path {
         &self.harness
+    }
+
+    /// The test bed's OCI registry. Fails, saying to restart the test bed, when its state names none
+    /// (a test bed started by an older build).
+    pub fn registry(&self) -> Result<&Registry> {
+        self.registry.as_ref().ok_or_else(|| {
+            Error::Unexpected(format!(
+                "the test bed in {} runs no OCI registry (it was started by an older build); restart it \
+                 (`cargo xtask control-plane down`, then `cargo xtask test`)",
+                self.dir.display()
+            ))
+        })
     }
 
     /// The audit log.

@@ -1,6 +1,7 @@
 //! Starting, stopping and disrupting a control plane: etcd, kube-apiserver and a kube-controller-manager
 //! limited to the garbage-collector and namespace controllers, each its own process. A control plane for
-//! a node ([`Options::node_ip`]) also runs kube-scheduler and the controllers a Deployment needs.
+//! a node ([`Options::node_ip`]) also runs kube-scheduler and the controllers a Deployment needs. Beside
+//! them runs the test bed's OCI registry ([`crate::Registry`]), on loopback whatever the node's address.
 
 use std::{
     net::{IpAddr, TcpStream},
@@ -13,7 +14,7 @@ use kube::Api;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    Cluster, Component, Error, Result,
+    Cluster, Component, Error, Registry, Result,
     certs::Pki,
     kubeconfig::{self, Credentials},
     ports::free_port,
@@ -77,6 +78,9 @@ pub struct State {
     /// The node's address, for a test bed with a node.
     #[serde(default)]
     pub node_ip: Option<IpAddr>,
+    /// The OCI registry's port on 127.0.0.1.
+    #[serde(default)]
+    pub registry_port: u16,
 }
 
 impl State {
@@ -119,6 +123,7 @@ pub struct ControlPlane {
     apiserver: Component,
     controller_manager: Component,
     scheduler: Option<Component>,
+    registry: Component,
 }
 
 impl ControlPlane {
@@ -145,6 +150,7 @@ impl ControlPlane {
         };
         let pki = Pki::generate(&dir.join("pki"), &extra_sans)?;
         let (etcd_port, etcd_peer_port, apiserver_port) = (free_port()?, free_port()?, free_port()?);
+        let registry_port = free_port()?;
         let bind: IpAddr = options.node_ip.unwrap_or(IpAddr::from([127, 0, 0, 1]));
         let server = match bind {
             IpAddr::V6(ip) => format!("https://[{ip}]:{apiserver_port}"),
@@ -219,6 +225,11 @@ impl ControlPlane {
         if options.node_ip.is_some() {
             kcm_args.push(arg("root-ca-file", &pki.serving_ca.display()));
         }
+        let registry_args = vec![
+            "registry".to_string(),
+            arg("address", &format!("127.0.0.1:{registry_port}")),
+            arg("disk", &dir.join("registry").display()),
+        ];
         let scheduler_args = vec![
             "kube-scheduler".to_string(),
             arg("kubeconfig", &admin_kubeconfig.display()),
@@ -242,6 +253,9 @@ impl ControlPlane {
             ca: pki.serving_ca.clone(),
             admin_kubeconfig,
             audit_log,
+            registry: Some(Registry {
+                host: format!("127.0.0.1:{registry_port}"),
+            }),
         };
         let mut cp = ControlPlane {
             state: State {
@@ -251,6 +265,7 @@ impl ControlPlane {
                 apiserver_port,
                 pids: Vec::new(),
                 node_ip: options.node_ip,
+                registry_port,
             },
             etcd: component("etcd", etcd_args),
             apiserver: component("kube-apiserver", apiserver_args),
@@ -258,6 +273,7 @@ impl ControlPlane {
             scheduler: options
                 .node_ip
                 .map(|_| component("kube-scheduler", scheduler_args)),
+            registry: component("registry", registry_args),
         };
         match cp.boot().await {
             Ok(()) => Ok(cp),
@@ -269,10 +285,13 @@ impl ControlPlane {
         }
     }
 
-    /// Starts etcd, then the apiserver, then the controller manager, each once the one before is ready.
+    /// Starts the registry and etcd, then the apiserver, then the controller manager, each once the one
+    /// before is ready.
     async fn boot(&mut self) -> Result<()> {
+        self.registry.start()?;
         self.etcd.start()?;
         self.wait_etcd()?;
+        self.wait_registry()?;
         self.apiserver.start()?;
         self.wait_apiserver().await?;
         self.controller_manager.start()?;
@@ -308,6 +327,7 @@ impl ControlPlane {
         let c = |name: &str| Component::adopt(name, &harness, dir.join(format!("{name}.log")), pid(name));
         let scheduler = (pid("kube-scheduler") != 0).then(|| c("kube-scheduler"));
         Ok(ControlPlane {
+            registry: c("registry"),
             etcd: c("etcd"),
             apiserver: c("kube-apiserver"),
             controller_manager: c("kube-controller-manager"),
@@ -341,6 +361,11 @@ impl ControlPlane {
         &mut self.controller_manager
     }
 
+    /// The OCI registry process.
+    pub fn registry_process(&mut self) -> &mut Component {
+        &mut self.registry
+    }
+
     /// Restarts the apiserver with the same flags, port and certificates, and waits until it is ready.
     pub async fn restart_apiserver(&mut self) -> Result<()> {
         self.apiserver.restart(STOP_GRACE)?;
@@ -353,6 +378,7 @@ impl ControlPlane {
         [&mut self.etcd, &mut self.apiserver, &mut self.controller_manager]
             .into_iter()
             .chain(self.scheduler.as_mut())
+            .chain(std::iter::once(&mut self.registry))
             .map(|c| {
                 let running = c.is_running();
                 (c.name().to_string(), c.pid(), running)
@@ -360,20 +386,23 @@ impl ControlPlane {
             .collect()
     }
 
-    /// Stops every component: the scheduler and controller manager, then the apiserver, then etcd.
+    /// Stops every component: the scheduler and controller manager, then the apiserver, then etcd, then
+    /// the registry.
     pub fn stop(&mut self) -> Result<()> {
         if let Some(scheduler) = self.scheduler.as_mut() {
             scheduler.stop(STOP_GRACE)?;
         }
         self.controller_manager.stop(STOP_GRACE)?;
         self.apiserver.stop(STOP_GRACE)?;
-        self.etcd.stop(STOP_GRACE)
+        self.etcd.stop(STOP_GRACE)?;
+        self.registry.stop(STOP_GRACE)
     }
 
     fn save(&mut self) -> Result<()> {
         self.state.pids = [&self.etcd, &self.apiserver, &self.controller_manager]
             .into_iter()
             .chain(self.scheduler.as_ref())
+            .chain(std::iter::once(&self.registry))
             .filter_map(|c| c.pid().map(|p| (c.name().to_string(), p)))
             .collect();
         self.state.save()
@@ -389,6 +418,32 @@ impl ControlPlane {
             self.check_alive(true)?;
             if start.elapsed() > START_TIMEOUT {
                 return Err(timeout("etcd to listen", START_TIMEOUT));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until the registry answers `GET /v2/` with 200.
+    fn wait_registry(&mut self) -> Result<()> {
+        let start = Instant::now();
+        let addr = format!("127.0.0.1:{}", self.state.registry_port);
+        loop {
+            if registry_answers(&addr) {
+                return Ok(());
+            }
+            if !self.registry.is_running() {
+                let c = &self.registry;
+                return Err(Error::Component {
+                    component: c.name().to_string(),
+                    message: format!(
+                        "exited during start-up; last lines of its log:\n{}",
+                        log_tail(c.log(), 15)
+                    ),
+                    log: c.log().to_path_buf(),
+                });
+            }
+            if start.elapsed() > START_TIMEOUT {
+                return Err(timeout("the OCI registry to answer GET /v2/", START_TIMEOUT));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -441,6 +496,21 @@ impl ControlPlane {
         }
         Ok(())
     }
+}
+
+/// Whether an OCI registry at `addr` answers `GET /v2/` with 200 (the distribution spec's version check).
+fn registry_answers(addr: &str) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let request = format!("GET /v2/ HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    if s.write_all(request.as_bytes()).is_err() {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 200")
 }
 
 fn timeout(what: &str, after: Duration) -> Error {

@@ -52,7 +52,7 @@ pub fn due_conditions(
     let mut latest: BTreeMap<&str, (Duration, &ResourceConditionAfter)> = BTreeMap::new();
     let mut next: Option<Duration> = None;
     for e in entries {
-        let Ok(at) = apis::parse_go_duration(&e.time) else {
+        let Ok(at) = manager::duration::parse_duration(&e.time) else {
             continue;
         };
         if at <= elapsed {

@@ -30,8 +30,9 @@ pub struct CompositionRevisionSpec {
     /// The mode; only `Pipeline`.
     #[serde(default)]
     pub mode: CompositionMode,
-    /// The pipeline.
+    /// The pipeline; step names are unique.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["step"]))]
     pub pipeline: Vec<PipelineStep>,
     /// Where legacy XRs write connection secrets.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -9,6 +9,8 @@
 //! Ready); once it is, copy the XR's connection Secret into the claim's namespace. Deleting a claim
 //! deletes its XR with the claim's `compositeDeletePolicy` (`Foreground` waits for the XR to go).
 //! Changes to XRs reconcile their claims at once. Every write goes through the term's fenced client.
+//! Metrics, the backoff (1–30 s), upstream's 1-minute timeout and the work queue are the manager's
+//! [`ControllerBuilder`]'s.
 
 pub mod connection;
 pub mod sync;
@@ -26,13 +28,13 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, ResourceExt};
 use manager::backoff::{Backoff, jittered};
-use manager::{BoxError, FencedApi, FencedClient, TermContext};
+use manager::controller::ControllerBuilder;
+use manager::{BoxError, FencedApi, FencedClient, ReconcileMetrics, TermContext};
 use serde_json::{Value, json};
 
 use crate::composite::render;
 use crate::composite::status;
 use crate::error::{Error, fenced_not_found};
-use crate::metrics::Recorder;
 
 /// The field manager of the claim controller's writes (upstream's `FieldOwnerXR`).
 pub const FIELD_MANAGER: &str = "apiextensions.crossplane.io/claim";
@@ -48,14 +50,18 @@ pub struct ClaimController {
     pub enforced_composition: bool,
     /// How often a bound, ready claim is looked at again.
     pub poll: Duration,
-    /// Reconcile metrics of `claim/<xrd>`.
-    pub recorder: Recorder,
+    /// The controller's name in metrics and logs, `claim/<xrd>`.
+    pub name: String,
+    /// Where reconcile metrics go.
+    pub metrics: ReconcileMetrics,
 }
+
+/// How long one reconcile may run (upstream's `reconcileTimeout`).
+const TIMEOUT: Duration = Duration::from_secs(60);
 
 struct Ctx {
     client: FencedClient,
     def: ClaimController,
-    backoff: Backoff,
 }
 
 /// Runs the controller for one claim kind until `ctx` is cancelled.
@@ -65,42 +71,25 @@ pub async fn run(ctx: TermContext, def: ClaimController) -> Result<(), BoxError>
     let xrs: Api<DynamicObject> = Api::all_with(client.kube().clone(), &def.composite);
     let resource = def.claim.clone();
     tracing::info!(kind = %resource.kind, "claim controller started");
-    let state = Arc::new(Ctx {
-        client,
-        def,
-        backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(30)),
-    });
+    let state = Arc::new(Ctx { client, def });
     let controller = Controller::new_with(claims, watcher::Config::default(), resource.clone());
-    let cache = controller.store();
     let claim_type = resource.clone();
     let xr_type = state.def.composite.clone();
-    let stream = controller
-        .watches_with(xrs, xr_type, watcher::Config::default(), move |xr| {
-            let r = xr.data.pointer("/spec/claimRef")?;
-            let name = r.get("name")?.as_str()?;
-            let ns = r.get("namespace")?.as_str()?;
-            Some(ObjectRef::new_with(name, claim_type.clone()).within(ns))
-        })
-        .graceful_shutdown_on(ctx.token().clone().cancelled_owned())
-        .run(reconcile, error_policy, state);
-    manager::controller::drive(&format!("claim/{}", resource.kind), ctx.token(), cache, stream).await;
+    let controller = controller.watches_with(xrs, xr_type, watcher::Config::default(), move |xr| {
+        let r = xr.data.pointer("/spec/claimRef")?;
+        let name = r.get("name")?.as_str()?;
+        let ns = r.get("namespace")?.as_str()?;
+        Some(ObjectRef::new_with(name, claim_type.clone()).within(ns))
+    });
+    let (name, metrics) = (state.def.name.clone(), state.def.metrics.clone());
+    ControllerBuilder::new(name, controller)
+        .backoff(Backoff::new(Duration::from_secs(1), Duration::from_secs(30)))
+        .timeout(TIMEOUT)
+        .metrics(&metrics)
+        .run(ctx.token(), reconcile, state)
+        .await;
     tracing::info!(kind = %resource.kind, "claim controller stopped");
     Ok(())
-}
-
-fn key(claim: &DynamicObject) -> String {
-    format!("{}/{}", claim.namespace().unwrap_or_default(), claim.name_any())
-}
-
-fn error_policy(claim: Arc<DynamicObject>, e: &Error, ctx: Arc<Ctx>) -> Action {
-    if e.is_not_leader() {
-        return Action::await_change();
-    }
-    if e.is_conflict() {
-        return Action::requeue(Duration::from_secs(1));
-    }
-    tracing::warn!(claim = %key(&claim), error = %e, "cannot reconcile claim");
-    Action::requeue(ctx.backoff.fail(&key(&claim)))
 }
 
 impl Ctx {
@@ -142,11 +131,6 @@ impl Ctx {
 }
 
 async fn reconcile(claim: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let recorder = ctx.def.recorder.clone();
-    recorder.time(reconcile_inner(claim, ctx)).await
-}
-
-async fn reconcile_inner(claim: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let claim_json = serde_json::to_value(&*claim)?;
     if claim.annotations().get(ANNOTATION_PAUSED).map(String::as_str) == Some("true") {
         ctx.write_status(&claim, &claim_json, None, vec![Condition::reconcile_paused()])
@@ -185,10 +169,7 @@ async fn reconcile_inner(claim: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Act
     }
 
     match bind(&claim, &claim_json, xr_json.as_ref(), &ctx).await {
-        Ok(action) => {
-            ctx.backoff.succeed(&key(&claim));
-            Ok(action)
-        }
+        Ok(action) => Ok(action),
         Err(e) if e.is_not_leader() || e.is_conflict() => Err(e),
         Err(e) => {
             ctx.write_status(&claim, &claim_json, None, vec![Condition::reconcile_error(&e)])

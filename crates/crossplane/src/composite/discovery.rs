@@ -35,9 +35,12 @@ impl Discovery {
             None => ("", api_version),
         };
         let gvk = GroupVersionKind::gvk(group, version, kind);
-        let (resource, caps) = kube::discovery::pinned_kind(client, &gvk)
-            .await
-            .map_err(|e| Error::Message(format!("cannot find the API of {api_version}, Kind={kind}: {e}")))?;
+        let (resource, caps) = kube::discovery::pinned_kind(client, &gvk).await.map_err(|e| {
+            Error::Message(format!(
+                "cannot find the API of {api_version}, Kind={kind}: {}",
+                crate::error::explain(&e)
+            ))
+        })?;
         let k = Kind {
             resource,
             namespaced: caps.scope == Scope::Namespaced,

@@ -117,7 +117,7 @@ pub async fn endpoint(client: &kube::Client, name: &str) -> Result<Endpoint, Str
     let f = functions
         .get_opt(name)
         .await
-        .map_err(|e| format!("cannot get Function {name:?}: {e}"))?
+        .map_err(|e| format!("cannot get Function {name:?}: {}", crate::error::explain(&e)))?
         .ok_or_else(|| {
             format!(
                 "Function {name:?} not found: install it (pkg.crossplane.io/v1 Function), or for a function \
@@ -137,7 +137,12 @@ pub async fn endpoint(client: &kube::Client, name: &str) -> Result<Endpoint, Str
     let list = revisions
         .list(&ListParams::default().labels(&format!("{LABEL_PACKAGE}={name}")))
         .await
-        .map_err(|e| format!("cannot list the FunctionRevisions of Function {name:?}: {e}"))?;
+        .map_err(|e| {
+            format!(
+                "cannot list the FunctionRevisions of Function {name:?}: {}",
+                crate::error::explain(&e)
+            )
+        })?;
     list.items
         .iter()
         .filter(|r| r.spec.desired_state == "Active")
@@ -188,14 +193,14 @@ impl Io for ClusterIo<'_> {
             Some(v1::resource_selector::Match::MatchName(n)) => api
                 .get_opt(n)
                 .await
-                .map_err(|e| e.to_string())?
+                .map_err(|e| crate::error::explain(&e))?
                 .into_iter()
                 .collect(),
             Some(v1::resource_selector::Match::MatchLabels(l)) => {
                 let s: Vec<String> = l.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
                 api.list(&ListParams::default().labels(&s.join(",")))
                     .await
-                    .map_err(|e| e.to_string())?
+                    .map_err(|e| crate::error::explain(&e))?
                     .items
             }
             None => {
@@ -215,7 +220,12 @@ impl Io for ClusterIo<'_> {
         let s = api
             .get_opt(name)
             .await
-            .map_err(|e| format!("cannot get Secret {namespace}/{name}: {e}"))?
+            .map_err(|e| {
+                format!(
+                    "cannot get Secret {namespace}/{name}: {}",
+                    crate::error::explain(&e)
+                )
+            })?
             .ok_or_else(|| format!("Secret {namespace}/{name} not found"))?;
         Ok(s.data
             .unwrap_or_default()

@@ -21,7 +21,11 @@ impl Pki {
     /// Loads the CA from its Secret in `ns`, creating it first if it does not exist.
     pub async fn load_or_create(client: &kube::Client, ns: &str) -> Result<Self, String> {
         let api: Api<Secret> = Api::namespaced(client.clone(), ns);
-        let stored = match api.get_opt(ROOT_CA_SECRET).await.map_err(|e| e.to_string())? {
+        let stored = match api
+            .get_opt(ROOT_CA_SECRET)
+            .await
+            .map_err(|e| crate::error::explain(&e))?
+        {
             Some(s) => s,
             None => {
                 let ca = Ca::generate(ROOT_CA_SECRET).map_err(|e| e.to_string())?;
@@ -32,7 +36,12 @@ impl Pki {
                 .into();
                 pki::secret::create_or_get(&api, &pki::secret::tls(ns, ROOT_CA_SECRET, d))
                     .await
-                    .map_err(|e| format!("cannot create Secret {ROOT_CA_SECRET}: {e}"))?
+                    .map_err(|e| {
+                        format!(
+                            "cannot create Secret {ROOT_CA_SECRET}: {}",
+                            crate::error::explain(&e)
+                        )
+                    })?
             }
         };
         let bad = || {
@@ -81,7 +90,7 @@ impl Pki {
         pki::secret::create_or_get(&api, &pki::secret::tls(ns, &name, d))
             .await
             .map(|_| ())
-            .map_err(|e| format!("cannot create Secret {name}: {e}"))
+            .map_err(|e| format!("cannot create Secret {name}: {}", crate::error::explain(&e)))
     }
 }
 

@@ -7,7 +7,9 @@
 //! `Ready` (only when the status changed).
 //!
 //! Requeue: after a failure, exponential backoff 1–30 s (upstream's XR rate limiter); while anything
-//! is unready, every 2 s; otherwise the poll interval (or the functions' response TTL, if shorter).
+//! is unready, every 2 s; otherwise the poll interval (or the functions' response TTL, if shorter). A
+//! reconcile is cut at upstream's 2 minutes plus 20 s for the status write. Metrics, backoff, timeout
+//! and the work queue are the manager's [`ControllerBuilder`]'s.
 //! Composed kinds are watched ([`super::watch`]): a change to a composed resource reconciles its XR at
 //! once.
 
@@ -42,14 +44,18 @@ use super::select::{self, XrType};
 use super::status::{self, Outcome};
 use super::watch::ComposedWatches;
 use crate::error::{Error, fenced_not_found, is_not_found};
-use crate::metrics::Recorder;
-use managed::events::{EventType, Recorder as Events};
+use manager::ReconcileMetrics;
 use manager::backoff::{Backoff, jittered};
+use manager::controller::ControllerBuilder;
+use manager::event::{EventType, Recorder as Events};
 
 /// The field manager of XR writes.
 pub const FIELD_MANAGER_COMPOSITE: &str = "apiextensions.crossplane.io/composite";
 /// The field-manager prefix of composed-resource applies.
 pub const FIELD_MANAGER_COMPOSED: &str = "apiextensions.crossplane.io/composed";
+
+/// How long one reconcile may run: upstream's 2 minutes, plus 20 s for the status write.
+const TIMEOUT: Duration = Duration::from_secs(140);
 
 /// What a composite controller needs to know about its XRD.
 #[derive(Debug, Clone)]
@@ -60,8 +66,10 @@ pub struct CompositeController {
     pub xrd: CompositeResourceDefinitionSpec,
     /// Poll interval for ready XRs.
     pub poll: Duration,
-    /// Reconcile metrics of `composite/<xrd>`.
-    pub recorder: Recorder,
+    /// The controller's name in metrics and logs, `composite/<xrd>`.
+    pub name: String,
+    /// Where reconcile metrics go.
+    pub metrics: ReconcileMetrics,
     /// Composition-function clients.
     pub functions: Arc<Functions>,
 }
@@ -71,7 +79,6 @@ struct Ctx {
     events: Events,
     def: CompositeController,
     discovery: Discovery,
-    backoff: Backoff,
     watches: ComposedWatches,
 }
 
@@ -93,16 +100,14 @@ pub async fn run(ctx: TermContext, def: CompositeController) -> Result<(), BoxEr
         events: Events::new(FIELD_MANAGER_COMPOSITE, ctx.term().identity.clone()),
         def,
         discovery: Discovery::default(),
-        backoff: Backoff::new(Duration::from_secs(1), Duration::from_secs(30)),
     });
     let controller = Controller::new_with(api, watcher::Config::default(), resource.clone());
     // A new revision of a Composition requeues the XRs that use it (upstream watches revisions too).
     let store = controller.store();
-    let cache = store.clone();
     let legacy = state.def.xrd.scope.is_legacy();
     let dyntype = resource.clone();
     let revisions: Api<CompositionRevision> = Api::all(state.client.kube().clone());
-    let stream = controller
+    let controller = controller
         .watches(
             revisions,
             watcher::Config::default(),
@@ -120,17 +125,14 @@ pub async fn run(ctx: TermContext, def: CompositeController) -> Result<(), BoxEr
             },
         )
         // A change to a composed resource reconciles its XR now (realtime composition).
-        .reconcile_on(tokio_stream_of(changed))
-        .graceful_shutdown_on(ctx.token().clone().cancelled_owned())
-        .run(reconcile, error_policy, state);
-    // Logs watch errors and stops at once if the term ends before the cache synced.
-    manager::controller::drive(
-        &format!("composite/{}", resource.kind),
-        ctx.token(),
-        cache,
-        stream,
-    )
-    .await;
+        .reconcile_on(tokio_stream_of(changed));
+    let (name, metrics) = (state.def.name.clone(), state.def.metrics.clone());
+    ControllerBuilder::new(name, controller)
+        .backoff(Backoff::new(Duration::from_secs(1), Duration::from_secs(30)))
+        .timeout(TIMEOUT)
+        .metrics(&metrics)
+        .run(ctx.token(), reconcile, state)
+        .await;
     tracing::info!(kind = %resource.kind, "composite controller stopped");
     Ok(())
 }
@@ -144,17 +146,6 @@ fn tokio_stream_of(
 
 fn key(xr: &DynamicObject) -> String {
     format!("{}/{}", xr.namespace().unwrap_or_default(), xr.name_any())
-}
-
-fn error_policy(xr: Arc<DynamicObject>, e: &Error, ctx: Arc<Ctx>) -> Action {
-    if e.is_not_leader() {
-        return Action::await_change();
-    }
-    if e.is_conflict() {
-        return Action::requeue(Duration::from_secs(1));
-    }
-    tracing::warn!(xr = %key(&xr), error = %e, "cannot reconcile composite resource");
-    Action::requeue(ctx.backoff.fail(&key(&xr)))
 }
 
 impl Ctx {
@@ -229,11 +220,6 @@ impl Ctx {
 }
 
 async fn reconcile(xr: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Error> {
-    let recorder = ctx.def.recorder.clone();
-    recorder.time(reconcile_inner(xr, ctx)).await
-}
-
-async fn reconcile_inner(xr: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let xr_json = serde_json::to_value(&*xr)?;
     let paused = xr.annotations().get(ANNOTATION_PAUSED).map(String::as_str) == Some("true");
     if paused {
@@ -248,7 +234,6 @@ async fn reconcile_inner(xr: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action
         Ok(outcome) => {
             let st = status::next(&xr_json, outcome.1.as_ref(), status::all(&outcome.0));
             ctx.write_status(&xr, &xr_json, st).await?;
-            ctx.backoff.succeed(&key(&xr));
             if outcome.0.unready.is_empty() && outcome.0.unsynced.is_empty() {
                 let jitter = jittered(ctx.def.poll, 0.1);
                 Ok(Action::requeue(outcome.0.ttl.map_or(jitter, |t| t.min(jitter))))
@@ -334,6 +319,9 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
     // Observe what the XR composed.
     let mut observed: BTreeMap<String, ObservedComposed> = BTreeMap::new();
     let mut observed_refs: BTreeMap<String, ResourceRef> = BTreeMap::new();
+    // Refs persisted for resources not created yet (a failed apply): their names are reused, so the
+    // names stay stable while an apply keeps failing.
+    let mut pending: Vec<ResourceRef> = Vec::new();
     for r in fields.resource_refs() {
         if r.name.is_empty() {
             continue;
@@ -341,6 +329,7 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
         let kind = ctx.discovery.resolve(client, &r.api_version, &r.kind).await?;
         let api = ctx.composed_api(&kind, r.namespace.as_deref().or(xr_ns.as_deref()));
         let Some(obj) = api.get_opt(&r.name).await? else {
+            pending.push(r.clone());
             continue;
         };
         let v = serde_json::to_value(&obj)?;
@@ -422,18 +411,42 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
             )));
         }
         let kind = ctx.discovery.resolve(client, &api_version, &kind_name).await?;
+        let namespace = render::namespace_of(&res, template, &kind_name, kind.namespaced, xr_ns.as_deref())
+            .map_err(Error::Message)?;
         ctx.watches.ensure(&kind.resource);
-        let api = ctx.composed_api(&kind, xr_ns.as_deref());
-        let name = match observed_refs.get(template) {
-            Some(r) => r.name.clone(),
-            None => free_name(&api, &format!("{}-", owner.name)).await?,
+        let api = ctx.composed_api(&kind, namespace.as_deref());
+        let reusable = pending
+            .iter()
+            .position(|r| r.api_version == api_version && r.kind == kind_name && r.namespace == namespace);
+        // A name the Composition gives, unless it is the name the core generated before (functions
+        // such as patch-and-transform hand the observed name back).
+        let generated_before = observed.get(template).is_some_and(|o| {
+            o.resource
+                .pointer("/metadata/generateName")
+                .and_then(Value::as_str)
+                .is_some_and(|g| !g.is_empty())
+        });
+        let given = render::explicit_name(&res).filter(|_| !generated_before);
+        let name = match (given, observed_refs.get(template), reusable) {
+            (Some(n), _, _) => n.to_owned(),
+            (None, Some(r), _) => r.name.clone(),
+            (None, None, Some(i)) => pending.remove(i).name,
+            (None, None, None) => free_name(&api, &format!("{}-", owner.name)).await?,
         };
-        render::decorate(&mut res, &owner, template, &name, kind.namespaced);
+        let generate_name = given.is_none();
+        render::decorate(
+            &mut res,
+            &owner,
+            template,
+            &name,
+            namespace.as_deref(),
+            generate_name,
+        );
         refs.push(ResourceRef {
             api_version,
             kind: kind_name,
             name: name.clone(),
-            namespace: (kind.namespaced).then(|| xr_ns.clone()).flatten(),
+            namespace,
         });
         desired.push((template.clone(), name, api, res, *ready));
     }

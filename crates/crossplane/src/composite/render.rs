@@ -37,9 +37,61 @@ pub fn generate_name(prefix: &str) -> String {
     format!("{prefix}{suffix}")
 }
 
-/// Sets the composed resource's metadata for `owner` and template `template`. `name` is the existing or
-/// generated name; `namespace` is forced for namespaced resources of namespaced XRs.
-pub fn decorate(resource: &mut Value, owner: &Owner, template: &str, name: &str, namespaced: bool) {
+/// Where a composed resource goes, as upstream places it: a namespaced XR composes only namespaced
+/// kinds, always into its own namespace; a cluster-scoped XR composes cluster-scoped kinds, and
+/// namespaced kinds in the namespace its template gives. `Ok(None)` is a cluster-scoped resource; the
+/// error says what to change.
+pub fn namespace_of(
+    resource: &Value,
+    template: &str,
+    kind: &str,
+    kind_namespaced: bool,
+    xr_namespace: Option<&str>,
+) -> Result<Option<String>, String> {
+    let given = resource
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty());
+    match (xr_namespace, kind_namespaced) {
+        (Some(ns), true) => Ok(Some(ns.to_owned())),
+        (Some(ns), false) => Err(format!(
+            "cannot compose {template:?}: {kind} is cluster-scoped, and a namespaced composite resource \
+             (namespace {ns}) can only compose namespaced resources in its own namespace; compose it from \
+             a cluster-scoped composite resource (XRD scope Cluster) or remove it from the Composition"
+        )),
+        (None, true) => given.map(|n| Some(n.to_owned())).ok_or_else(|| {
+            format!(
+                "cannot compose {template:?}: {kind} is namespaced and the composite resource is \
+                 cluster-scoped, so the composed resource must say where it goes; set its \
+                 metadata.namespace in the Composition"
+            )
+        }),
+        (None, false) => Ok(None),
+    }
+}
+
+/// The name a Composition gives a composed resource explicitly (`metadata.name`), if any; otherwise
+/// the core generates one from the XR's name.
+pub fn explicit_name(resource: &Value) -> Option<&str> {
+    resource
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+}
+
+/// Sets the composed resource's metadata for `owner` and template `template`. `name` is the existing,
+/// explicit or generated name; `namespace` is where it goes ([`namespace_of`]; `None` for cluster-scoped
+/// kinds); `generate_name` says the name is the core's, so `generateName: <xr-name>-` is set too (as
+/// upstream, not for a name the Composition gives: a CRD's name must be `<plural>.<group>`, and the
+/// apiserver checks `generateName` against that too).
+pub fn decorate(
+    resource: &mut Value,
+    owner: &Owner,
+    template: &str,
+    name: &str,
+    namespace: Option<&str>,
+    generate_name: bool,
+) {
     let Value::Object(obj) = resource else {
         return;
     };
@@ -63,13 +115,15 @@ pub fn decorate(resource: &mut Value, owner: &Owner, template: &str, name: &str,
     if let Value::Object(a) = annotations {
         a.insert(ANNOTATION_COMPOSITION_RESOURCE_NAME.into(), json!(template));
     }
-    meta.insert("generateName".into(), json!(format!("{}-", owner.name)));
+    if generate_name {
+        meta.insert("generateName".into(), json!(format!("{}-", owner.name)));
+    }
     meta.insert("name".into(), json!(name));
-    match (&owner.namespace, namespaced) {
-        (Some(ns), true) => {
+    match namespace {
+        Some(ns) => {
             meta.insert("namespace".into(), json!(ns));
         }
-        _ => {
+        None => {
             meta.remove("namespace");
         }
     }
@@ -122,7 +176,7 @@ mod tests {
         let mut r = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"labels": {"k": "v"}}});
         let name = generate_name("my-xr-");
         assert_eq!(name.len(), "my-xr-".len() + 5);
-        decorate(&mut r, &owner, "tpl", &name, true);
+        decorate(&mut r, &owner, "tpl", &name, Some("ns"), true);
         assert_eq!(r["metadata"]["labels"]["k"], "v");
         assert_eq!(r["metadata"]["labels"][LABEL_COMPOSITE], "my-xr");
         assert_eq!(r["metadata"]["labels"][LABEL_CLAIM_NAME], "c");
@@ -131,7 +185,65 @@ mod tests {
         assert_eq!(template_name(&r), Some("tpl"));
         assert!(controlled_by(&r, "u1"));
         assert!(!controlled_by(&r, "u2"));
-        decorate(&mut r, &owner, "tpl", &name, false);
+        decorate(&mut r, &owner, "tpl", &name, None, true);
         assert!(r["metadata"].get("namespace").is_none());
+    }
+
+    #[test]
+    fn places_composed_resources_as_upstream() {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": "default"}});
+        let bare = json!({"apiVersion": "v1", "kind": "ConfigMap"});
+        // A namespaced XR forces its own namespace, whatever the template says.
+        assert_eq!(
+            namespace_of(&cm, "cm", "ConfigMap", true, Some("mine")),
+            Ok(Some("mine".to_owned()))
+        );
+        // ... and refuses cluster-scoped kinds, saying what to do.
+        let e = namespace_of(&bare, "role", "ClusterRole", false, Some("mine"))
+            .err()
+            .unwrap_or_default();
+        assert!(
+            e.contains("cluster-scoped") && e.contains("namespaced composite resource"),
+            "{e}"
+        );
+        // A cluster-scoped XR keeps the template's namespace for namespaced kinds.
+        assert_eq!(
+            namespace_of(&cm, "cm", "ConfigMap", true, None),
+            Ok(Some("default".to_owned()))
+        );
+        let e = namespace_of(&bare, "cm", "ConfigMap", true, None)
+            .err()
+            .unwrap_or_default();
+        assert!(e.contains("metadata.namespace"), "{e}");
+        assert_eq!(
+            namespace_of(&bare, "crd", "CustomResourceDefinition", false, None),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn a_named_resource_gets_no_generate_name() {
+        let owner = Owner {
+            api_version: "example.org/v1".into(),
+            kind: "X".into(),
+            name: "my-xr".into(),
+            uid: "u1".into(),
+            namespace: None,
+            labels: Default::default(),
+        };
+        let mut crd = json!({"kind": "CustomResourceDefinition", "metadata": {"name": "things.example.org"}});
+        decorate(&mut crd, &owner, "crd", "things.example.org", None, false);
+        assert!(crd["metadata"].get("generateName").is_none(), "{crd}");
+        assert_eq!(crd["metadata"]["name"], "things.example.org");
+    }
+
+    #[test]
+    fn explicit_names_are_kept() {
+        assert_eq!(
+            explicit_name(&json!({"metadata": {"name": "controllers.test.example.org"}})),
+            Some("controllers.test.example.org")
+        );
+        assert_eq!(explicit_name(&json!({"metadata": {"name": ""}})), None);
+        assert_eq!(explicit_name(&json!({"kind": "ConfigMap"})), None);
     }
 }

@@ -24,8 +24,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::*;
-use crate::events::Recorder;
 use crate::external::{ExternalCreation, ExternalDelete, ExternalObservation, ExternalUpdate};
+use manager::event::Recorder;
 
 /// A test kind.
 #[derive(CustomResource, Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -322,11 +322,7 @@ async fn reconcile_over(stored: Thing, mr: Thing, script: Script, options: Optio
         options,
         client: FencedClient::new(client, fence),
         recorder: Recorder::new("managed/thing", "test"),
-        backoff: Backoff::default(),
-        metrics: ReconcileMetrics::new(&registry).expect("metrics"),
         mr_metrics: ManagedMetrics::new(&registry).expect("managed metrics"),
-        workqueue: WorkqueueMetrics::new(&registry).expect("workqueue metrics"),
-        name: "managed/thing".into(),
     };
     let requeue = super::reconcile(&shared, mr).await;
     let stored = serde_json::from_value(transport.object.lock().expect("object").clone()).expect("thing");

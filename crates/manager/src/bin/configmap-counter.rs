@@ -164,7 +164,7 @@ async fn count_while_leading(
     let params = PatchParams::apply(CONTROLLER).force();
     let transitions = ctx.term().transitions.map(|t| t.to_string()).unwrap_or_default();
     loop {
-        let timer = metrics.start(CONTROLLER);
+        let started = std::time::Instant::now();
         let count = store
             .state()
             .iter()
@@ -180,17 +180,17 @@ async fn count_while_leading(
             .await
         {
             Ok(_) => {
-                timer.finish(ReconcileResult::Success);
+                metrics.observe(CONTROLLER, ReconcileResult::Success, started.elapsed());
                 tracing::debug!(count, "count written");
             }
             Err(e) if e.is_not_leader() => {
-                timer.finish(ReconcileResult::Error);
+                metrics.observe(CONTROLLER, ReconcileResult::Error, started.elapsed());
                 tracing::info!(error = %e, "write refused; waiting for the manager to stop this term");
                 ctx.cancelled().await;
                 return Ok(());
             }
             Err(e) => {
-                timer.finish(ReconcileResult::Error);
+                metrics.observe(CONTROLLER, ReconcileResult::Error, started.elapsed());
                 tracing::warn!(error = %e, "cannot write the count; retrying");
             }
         }

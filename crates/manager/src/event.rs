@@ -1,54 +1,23 @@
-//! Kubernetes Events for each action the reconciler takes, written through the fenced client.
+//! Kubernetes Events about the objects controllers reconcile (crossplane-runtime's `event` package),
+//! written through the term's [`FencedClient`], so a deposed leader emits none.
 //!
-//! kube's `Recorder` writes with a plain client, which would let a deposed leader emit events; this one
-//! writes through the term's [`FencedClient`]. Identical events (same object, reason and message) are
-//! emitted at most once per [`DEDUPE_WINDOW`], so an error retried with backoff does not flood the API.
+//! Identical events (same object, reason and message) are emitted at most once per [`DEDUPE_WINDOW`], so
+//! an error retried with backoff does not flood the API. Which reasons a controller uses is its own
+//! (the managed reconciler's are `managed::reason`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::fenced::FencedClient;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::PostParams;
-use manager::FencedClient;
 use tokio::time::Instant;
 
 /// Identical events within this window are emitted once.
 pub const DEDUPE_WINDOW: Duration = Duration::from_secs(60);
-
-/// Event reasons of the managed reconciler (crossplane-runtime's).
-pub mod reason {
-    /// Connect failed.
-    pub const CANNOT_CONNECT: &str = "CannotConnectToProvider";
-    /// Observe failed.
-    pub const CANNOT_OBSERVE: &str = "CannotObserveExternalResource";
-    /// Create failed.
-    pub const CANNOT_CREATE: &str = "CannotCreateExternalResource";
-    /// Update failed.
-    pub const CANNOT_UPDATE: &str = "CannotUpdateExternalResource";
-    /// Delete failed.
-    pub const CANNOT_DELETE: &str = "CannotDeleteExternalResource";
-    /// Publishing connection details failed.
-    pub const CANNOT_PUBLISH: &str = "CannotPublishConnectionDetails";
-    /// Initializing (e.g. the external name) failed.
-    pub const CANNOT_INITIALIZE: &str = "CannotInitializeManagedResource";
-    /// Writing the managed resource failed.
-    pub const CANNOT_UPDATE_MANAGED: &str = "CannotUpdateManagedResource";
-    /// The management policies are not supported.
-    pub const INVALID_POLICY: &str = "CannotUseInvalidManagementPolicy";
-    /// Created.
-    pub const CREATED: &str = "CreatedExternalResource";
-    /// Updated.
-    pub const UPDATED: &str = "UpdatedExternalResource";
-    /// Deleted.
-    pub const DELETED: &str = "DeletedExternalResource";
-    /// Created but not yet observable.
-    pub const PENDING: &str = "PendingExternalResource";
-    /// Paused.
-    pub const PAUSED: &str = "ReconciliationPaused";
-}
 
 /// `Normal` or `Warning`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +37,7 @@ impl EventType {
     }
 }
 
-/// Writes Events about managed resources.
+/// Writes Events about reconciled objects.
 #[derive(Debug)]
 pub struct Recorder {
     component: String,
