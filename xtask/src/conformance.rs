@@ -7,7 +7,7 @@
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use crate::target_dir;
+use crate::{provenance, target_dir};
 
 /// Runs the suite and writes `docs/conformance.json`; returns the exit code of the tests.
 pub fn run() -> anyhow::Result<i32> {
@@ -16,6 +16,7 @@ pub fn run() -> anyhow::Result<i32> {
         std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
     }
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let provenance = provenance::for_artifact("conformance.json", "cargo xtask conformance")?;
     let args: Vec<String> = ["-p", "crossplane", "--test", "conformance"]
         .map(String::from)
         .to_vec();
@@ -38,7 +39,8 @@ pub fn run() -> anyhow::Result<i32> {
     let count = |r: &str| outcomes.iter().filter(|o| o["result"] == r).count();
     let (pass, fail, cannot) = (count("pass"), count("fail"), count("cannot-run"));
     let when = jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M UTC").to_string();
-    let doc = json!({"written": when, "pass": pass, "fail": fail, "cannot_run": cannot, "tests": outcomes});
+    let doc = json!({"written": when, "pass": pass, "fail": fail, "cannot_run": cannot, "tests": outcomes,
+                     "provenance": provenance});
     let path = testenv::harness::repo_root()
         .join("docs")
         .join("conformance.json");

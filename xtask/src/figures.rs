@@ -17,7 +17,12 @@ struct Block {
     render: fn(&Value) -> anyhow::Result<String>,
 }
 
-const BLOCKS: [Block; 5] = [
+const BLOCKS: [Block; 6] = [
+    Block {
+        name: "conformance",
+        source: "conformance.json",
+        render: conformance,
+    },
     Block {
         name: "reliability",
         source: "reliability.json",
@@ -175,6 +180,35 @@ fn functions(j: &Value) -> anyhow::Result<String> {
         float(j, "/builtin_patch_and_transform/p50_ms")?,
         float(j, "/builtin_patch_and_transform/p99_ms")?,
     ))
+}
+
+/// The conformance table: every upstream scenario of issue 22, and whether it passes here.
+fn conformance(j: &Value) -> anyhow::Result<String> {
+    let mut s = format!(
+        "From `cargo xtask conformance` ({}): {} pass, {} fail, {} cannot run here yet.\n\n\
+         | upstream test | file | result | seconds | detail |\n|---|---|---|---|---|\n",
+        origin(j)?,
+        at(j, "/pass")?,
+        at(j, "/fail")?,
+        at(j, "/cannot_run")?,
+    );
+    for t in at(j, "/tests")?.as_array().context("tests")? {
+        let seconds = t["seconds"]
+            .as_f64()
+            .map_or_else(|| "–".to_owned(), |x| format!("{x:.1}"));
+        let detail = t["detail"]
+            .as_str()
+            .unwrap_or("")
+            .replace('|', "\\|")
+            .replace('\n', " ");
+        s += &format!(
+            "| {} | `{}` | {} | {seconds} | {detail} |\n",
+            t["upstream"].as_str().unwrap_or("?"),
+            t["file"].as_str().unwrap_or("?"),
+            t["result"].as_str().unwrap_or("?"),
+        );
+    }
+    Ok(s)
 }
 
 fn metrics(j: &Value) -> anyhow::Result<String> {

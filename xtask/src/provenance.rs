@@ -74,6 +74,16 @@ pub const ARTIFACTS: &[Artifact] = &[
         ],
     },
     Artifact {
+        json: "conformance.json",
+        markdown: None,
+        command: "cargo xtask conformance",
+        measures: &[
+            "crates/crossplane/src",
+            "crates/crossplane/tests/conformance.rs",
+            "crates/crossplane/tests/conformance",
+        ],
+    },
+    Artifact {
         json: "node.json",
         markdown: Some("node.md"),
         command: "cargo xtask node-bench",
