@@ -34,7 +34,35 @@ pub struct DeploymentTemplate {
     pub metadata: Option<ObjectMeta>,
     /// A Deployment spec merged over the one the package manager builds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "deployment_spec")]
     pub spec: Option<DeploymentSpec>,
+}
+
+/// The schema of a Deployment spec without the field descriptions: with them, the CRD (650 kB, as
+/// upstream's 690 kB) exceeds the 256 kB that `kubectl apply` (client-side, as `kubectl apply -k
+/// deploy/` is) may store in its last-applied annotation. The validation is the same.
+fn deployment_spec(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    fn strip(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(map) => {
+                if map.get("description").is_some_and(serde_json::Value::is_string) {
+                    map.remove("description");
+                }
+                map.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut value = serde_json::Value::from(generator.subschema_for::<DeploymentSpec>());
+    strip(&mut value);
+    if let Some(map) = value.as_object_mut() {
+        map.insert(
+            "description".into(),
+            "A Deployment spec merged over the one the package manager builds.".into(),
+        );
+    }
+    schemars::Schema::try_from(value).unwrap_or_else(|_| schemars::json_schema!({"type": "object"}))
 }
 
 /// The template of an object of which only metadata can be set (Service, ServiceAccount).
