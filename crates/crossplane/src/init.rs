@@ -3,14 +3,17 @@
 //! Upstream's `core init` installs the core's CRDs from the image, sets up webhook and TLS Secrets and
 //! pre-installs packages; of that, the CRDs apply to crossplane-rs, and they are built into the binary
 //! ([`crate::crds`]), so `core init` applies them with server-side apply and waits until each is
-//! Established. Upstream's `rbac init` waits until the XRD CRD is served; so does this one. Both exit 0
-//! when done, so the chart's Pods start as upstream's do.
+//! Established. Then, as upstream's initializer does, it creates the empty DeploymentRuntimeConfig
+//! `default` that packages run with unless they name another (an existing one is left as it is).
+//! Upstream's `rbac init` waits until the XRD CRD is served; so does this one. Both exit 0 when done,
+//! so the chart's Pods start as upstream's do.
 
 use std::time::{Duration, Instant};
 
+use apis::pkg::{DEFAULT_RUNTIME_CONFIG, DeploymentRuntimeConfig};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
-use kube::api::{Patch, PatchParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use manager::BinaryInfo;
 use manager::compat::Given;
 
@@ -41,6 +44,12 @@ pub enum InitError {
         "CRD {0} is not established after {WAIT:?}; check `kubectl get crd {0} -o yaml` for its conditions"
     )]
     NotEstablished(String),
+    /// The default DeploymentRuntimeConfig could not be created.
+    #[error(
+        "cannot create the default DeploymentRuntimeConfig: {0}; the ServiceAccount needs get and create on \
+         deploymentruntimeconfigs.pkg.crossplane.io"
+    )]
+    RuntimeConfig(#[source] kube::Error),
     /// Logging could not be set up.
     #[error(transparent)]
     Logging(#[from] manager::logging::LoggingError),
@@ -60,7 +69,7 @@ pub async fn run(
     let clients = manager::Clients::new(None, None, &agent)
         .await
         .map_err(InitError::Client)?;
-    let crds: Api<CustomResourceDefinition> = Api::all(clients.main);
+    let crds: Api<CustomResourceDefinition> = Api::all(clients.main.clone());
     let names = if core {
         apply(&crds).await?
     } else {
@@ -71,6 +80,9 @@ pub async fn run(
     };
     for name in &names {
         wait_established(&crds, name).await?;
+    }
+    if core {
+        default_runtime_config(&Api::all(clients.main)).await?;
     }
     tracing::info!(crds = ?names, "initialization has been completed");
     Ok(())
@@ -91,6 +103,39 @@ async fn apply(crds: &Api<CustomResourceDefinition>) -> Result<Vec<String>, Init
         names.push(name);
     }
     Ok(names)
+}
+
+/// Creates the empty DeploymentRuntimeConfig `default` unless one exists.
+async fn default_runtime_config(api: &Api<DeploymentRuntimeConfig>) -> Result<(), InitError> {
+    if api
+        .get_opt(DEFAULT_RUNTIME_CONFIG)
+        .await
+        .map_err(InitError::RuntimeConfig)?
+        .is_some()
+    {
+        return Ok(());
+    }
+    let drc = DeploymentRuntimeConfig::new(DEFAULT_RUNTIME_CONFIG, Default::default());
+    match api.create(&PostParams::default(), &drc).await {
+        Ok(_) => {
+            tracing::info!(
+                name = DEFAULT_RUNTIME_CONFIG,
+                "created the default DeploymentRuntimeConfig"
+            );
+            Ok(())
+        }
+        // Another init got there first.
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(InitError::RuntimeConfig(e)),
+    }
+}
+
+/// What `core init` needs beyond the CRDs: reading and creating the default DeploymentRuntimeConfig.
+pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
+    vec![manager::rbac::Rule::kind::<DeploymentRuntimeConfig>(
+        &[""],
+        &["get", "create"],
+    )]
 }
 
 async fn wait_established(crds: &Api<CustomResourceDefinition>, name: &str) -> Result<(), InitError> {

@@ -28,18 +28,20 @@ pub mod xcrd;
 
 pub use error::Error;
 
-/// The core's CRDs: CompositeResourceDefinition, Composition and CompositionRevision.
+/// The core's CRDs: CompositeResourceDefinition, Composition and CompositionRevision, and the package
+/// manager's `pkg.crossplane.io` kinds (Provider, Function, Configuration, their revisions,
+/// DeploymentRuntimeConfig, ImageConfig, Lock).
 pub fn crds()
 -> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> {
     use apis::apiextensions::{Composition, CompositionRevision};
     use kube::CustomResourceExt;
-    vec![
+    let mut crds = vec![
         apis::apiextensions::xrd::crd(),
         Composition::crd(),
         CompositionRevision::crd(),
-        apis::pkg::function_crd(),
-        apis::pkg::function_revision_crd(),
-    ]
+    ];
+    crds.extend(apis::pkg::crds());
+    crds
 }
 
 /// What `crossplane core start` may do: its controllers' declared needs plus upstream's default rules
@@ -51,6 +53,7 @@ pub fn core_rbac_needs() -> Vec<manager::rbac::Rule> {
     rules.extend(revision::rbac_needs());
     rules.extend(composite::rbac_needs());
     rules.extend(claim::rbac_needs());
+    rules.extend(init::rbac_needs());
     manager::rbac::normalize(rules)
 }
 

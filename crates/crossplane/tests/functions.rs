@@ -460,7 +460,7 @@ async fn a_function_revision_endpoint_is_dialled_with_mutual_tls() -> anyhow::Re
     let rev = format!("{fname}-1");
     apply(&revs, json!({"apiVersion": "pkg.crossplane.io/v1", "kind": "FunctionRevision",
         "metadata": {"name": rev, "labels": {"pkg.crossplane.io/package": fname, "crossplane-rs.io/test": f.id}},
-        "spec": {"package": "xpkg.crossplane.io/crossplane-rs/misbehave:v0.0.0", "desiredState": "Active", "revision": 1}})).await?;
+        "spec": {"image": "xpkg.crossplane.io/crossplane-rs/misbehave:v0.0.0", "desiredState": "Active", "revision": 1}})).await?;
     revs.patch_status(
         &rev,
         &PatchParams::default(),

@@ -88,6 +88,13 @@ async fn init_containers_of_the_chart_exit_zero() -> anyhow::Result<()> {
         let got = crds.get(&name).await?;
         anyhow::ensure!(crd_established(&got), "{name} is not established after core init");
     }
+    // And created the DeploymentRuntimeConfig `default` that packages run with, as upstream's does.
+    let drcs: Api<apis::pkg::DeploymentRuntimeConfig> = Api::all(cluster.client().await?);
+    let drc = drcs.get(apis::pkg::DEFAULT_RUNTIME_CONFIG).await?;
+    anyhow::ensure!(
+        drc.spec == Default::default(),
+        "the default DeploymentRuntimeConfig is empty"
+    );
     Ok(())
 }
 

@@ -633,3 +633,168 @@ spec:
     }
     Ok(())
 }
+
+/// Upstream-shaped package manifests (a Provider, a Function, a Configuration, a
+/// DeploymentRuntimeConfig and an ImageConfig, as upstream's docs write them) apply unchanged with
+/// `kubectl apply --validate=strict` onto our `pkg.crossplane.io` CRDs; the apiserver fills in
+/// upstream's defaults; a package reference without a registry host is refused with upstream's rule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_package_manifests_apply_with_upstreams_defaults() -> anyhow::Result<()> {
+    let cluster = testenv::Cluster::shared()?;
+    let client = cluster.client().await?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let pp = PatchParams::apply("crossplane-rs-tests").force();
+    for crd in apis::pkg::crds() {
+        let name = crd.metadata.name.clone().context("crd name")?;
+        crds.patch(&name, &pp, &Patch::Apply(&crd)).await?;
+        let api = crds.clone();
+        wait_for(
+            &format!("CRD {name} established"),
+            Duration::from_secs(30),
+            || {
+                let api = api.clone();
+                let name = name.clone();
+                async move { Ok(api.get(&name).await.ok().filter(crd_established)) }
+            },
+        )
+        .await?;
+    }
+    let id = unique();
+    let manifests = format!(
+        r#"
+apiVersion: pkg.crossplane.io/v1
+kind: Provider
+metadata:
+  name: provider-nop-{id}
+spec:
+  package: xpkg.crossplane.io/crossplane-contrib/provider-nop:v0.4.0
+---
+apiVersion: pkg.crossplane.io/v1
+kind: Provider
+metadata:
+  name: provider-tuned-{id}
+spec:
+  package: 127.0.0.1:5000/crossplane-rs/provider-nop:v0.1.0
+  packagePullPolicy: Always
+  revisionActivationPolicy: Manual
+  revisionHistoryLimit: 3
+  packagePullSecrets:
+  - name: registry-creds
+  runtimeConfigRef:
+    name: tuned-{id}
+---
+apiVersion: pkg.crossplane.io/v1beta1
+kind: Function
+metadata:
+  name: function-patch-and-transform-{id}
+spec:
+  package: xpkg.crossplane.io/crossplane-contrib/function-patch-and-transform:v0.8.2
+---
+apiVersion: pkg.crossplane.io/v1
+kind: Configuration
+metadata:
+  name: platform-ref-{id}
+spec:
+  package: xpkg.crossplane.io/crossplane-contrib/configuration-quickstart@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+---
+apiVersion: pkg.crossplane.io/v1beta1
+kind: DeploymentRuntimeConfig
+metadata:
+  name: tuned-{id}
+spec:
+  deploymentTemplate:
+    spec:
+      replicas: 2
+      selector: {{}}
+      template:
+        spec:
+          containers:
+          - name: package-runtime
+            args: ["--debug", "--leader-election"]
+  serviceAccountTemplate:
+    metadata:
+      name: provider-nop
+---
+apiVersion: pkg.crossplane.io/v1beta1
+kind: ImageConfig
+metadata:
+  name: local-{id}
+spec:
+  matchImages:
+  - type: Prefix
+    prefix: 127.0.0.1:5000/crossplane-rs
+  registry:
+    authentication:
+      pullSecretRef:
+        name: registry-creds
+"#
+    );
+    kubectl_apply(cluster.kubeconfig(), &manifests).await?;
+
+    let providers: Api<apis::pkg::Provider> = Api::all(client.clone());
+    let p = providers.get(&format!("provider-nop-{id}")).await?;
+    assert_eq!(p.spec.package_pull_policy.as_deref(), Some("IfNotPresent"));
+    assert_eq!(p.spec.revision_activation_policy.as_deref(), Some("Automatic"));
+    assert_eq!(p.spec.revision_history_limit, Some(1));
+    assert_eq!(p.spec.ignore_crossplane_constraints, Some(false));
+    assert_eq!(p.spec.skip_dependency_resolution, Some(false));
+    let rc = p.spec.runtime_config_ref.context("runtimeConfigRef defaulted")?;
+    assert_eq!(
+        (rc.api_version.as_deref(), rc.kind.as_deref(), rc.name.as_str()),
+        (
+            Some("pkg.crossplane.io/v1beta1"),
+            Some("DeploymentRuntimeConfig"),
+            "default"
+        )
+    );
+    let tuned = providers.get(&format!("provider-tuned-{id}")).await?;
+    assert_eq!(tuned.spec.revision_history_limit, Some(3));
+    assert_eq!(tuned.spec.package_pull_secrets[0].name, "registry-creds");
+    // Written as v1beta1, read as v1 (the storage version).
+    let functions: Api<apis::pkg::Function> = Api::all(client.clone());
+    let f = functions
+        .get(&format!("function-patch-and-transform-{id}"))
+        .await?;
+    assert_eq!(f.spec.package_pull_policy.as_deref(), Some("IfNotPresent"));
+    let drcs: Api<apis::pkg::DeploymentRuntimeConfig> = Api::all(client.clone());
+    let drc = drcs.get(&format!("tuned-{id}")).await?;
+    let replicas = drc
+        .spec
+        .deployment_template
+        .and_then(|t| t.spec)
+        .and_then(|s| s.replicas);
+    assert_eq!(replicas, Some(2));
+
+    // Upstream's rule: the package must name its registry.
+    let bad = format!(
+        "apiVersion: pkg.crossplane.io/v1\nkind: Provider\nmetadata:\n  name: unqualified-{id}\nspec:\n  package: crossplane-contrib/provider-nop:v0.4.0\n"
+    );
+    let e = kubectl_apply(cluster.kubeconfig(), &bad)
+        .await
+        .expect_err("an unqualified package is refused");
+    assert!(
+        e.to_string().contains("must be a fully qualified image name"),
+        "the apiserver's message names the rule: {e}"
+    );
+
+    for (kind, name) in [
+        ("provider", format!("provider-nop-{id}")),
+        ("provider", format!("provider-tuned-{id}")),
+        ("function", format!("function-patch-and-transform-{id}")),
+        ("configuration", format!("platform-ref-{id}")),
+        ("deploymentruntimeconfig", format!("tuned-{id}")),
+        ("imageconfig", format!("local-{id}")),
+    ] {
+        let out = tokio::process::Command::new("kubectl")
+            .arg(format!("--kubeconfig={}", cluster.kubeconfig().display()))
+            .args(["delete", kind, &name, "--wait=false"])
+            .output()
+            .await?;
+        ensure!(
+            out.status.success(),
+            "kubectl delete {kind} {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}

@@ -7,11 +7,10 @@
 //! `render.crossplane.io/runtime-development-target` instead (plaintext gRPC), the annotations upstream's
 //! `crossplane render` reads.
 
-use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::condition::Condition;
+use super::package::{PackageStatus, RevisionStatus, RuntimeConfigReference};
 
 /// The annotation naming a Function's runtime; [`RUNTIME_DEVELOPMENT`] means "already running".
 pub const ANNOTATION_RUNTIME: &str = "render.crossplane.io/runtime";
@@ -19,86 +18,80 @@ pub const ANNOTATION_RUNTIME: &str = "render.crossplane.io/runtime";
 pub const RUNTIME_DEVELOPMENT: &str = "Development";
 /// The `host:port` of a Development-runtime function (default `localhost:9443`, as upstream).
 pub const ANNOTATION_RUNTIME_DEVELOPMENT_TARGET: &str = "render.crossplane.io/runtime-development-target";
-/// The label that ties a FunctionRevision to its Function.
-pub const LABEL_PACKAGE: &str = "pkg.crossplane.io/package";
 
-/// The desired state of a Function.
-#[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(
-    group = "pkg.crossplane.io",
-    version = "v1",
-    kind = "Function",
-    plural = "functions",
-    category = "crossplane",
-    category = "pkg",
-    status = "FunctionStatus",
-    printcolumn = r#"{"name":"INSTALLED","type":"string","jsonPath":".status.conditions[?(@.type=='Installed')].status"}"#,
-    printcolumn = r#"{"name":"HEALTHY","type":"string","jsonPath":".status.conditions[?(@.type=='Healthy')].status"}"#,
-    printcolumn = r#"{"name":"PACKAGE","type":"string","jsonPath":".spec.package"}"#,
-    printcolumn = r#"{"name":"AGE","type":"date","jsonPath":".metadata.creationTimestamp"}"#
-)]
-#[serde(rename_all = "camelCase")]
-pub struct FunctionSpec {
-    /// The OCI reference of the function package.
-    pub package: String,
-    /// `Automatic` or `Manual`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub revision_activation_policy: Option<String>,
-    /// How many inactive revisions to keep.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub revision_history_limit: Option<i64>,
-    /// `IfNotPresent`, `Always` or `Never`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub package_pull_policy: Option<String>,
+crate::package_kind! {
+    /// The desired state of a Function: which package, and how to run it.
+    #[kube(
+        group = "pkg.crossplane.io",
+        version = "v1",
+        kind = "Function",
+        plural = "functions",
+        category = "crossplane",
+        category = "pkg",
+        status = "FunctionStatus",
+        printcolumn = r#"{"name":"INSTALLED","type":"string","jsonPath":".status.conditions[?(@.type=='Installed')].status"}"#,
+        printcolumn = r#"{"name":"HEALTHY","type":"string","jsonPath":".status.conditions[?(@.type=='Healthy')].status"}"#,
+        printcolumn = r#"{"name":"PACKAGE","type":"string","jsonPath":".spec.package"}"#,
+        printcolumn = r#"{"name":"AGE","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    )]
+    FunctionSpec {
+        /// The DeploymentRuntimeConfig the function runs with (default `default`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(extend("default" = {"name": "default"}))]
+        runtime_config_ref: Option<RuntimeConfigReference>,
+    }
 }
 
-/// The observed state of a Function.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct FunctionStatus {
-    /// Conditions.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<Condition>,
-    /// The active revision's name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub current_revision: Option<String>,
-    /// The active package reference.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub current_identifier: Option<String>,
-}
+/// The observed state of a Function: what every package reports.
+pub type FunctionStatus = PackageStatus;
 
-/// The desired state of a FunctionRevision.
-#[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(
-    group = "pkg.crossplane.io",
-    version = "v1",
-    kind = "FunctionRevision",
-    plural = "functionrevisions",
-    category = "crossplane",
-    category = "pkgrev",
-    status = "FunctionRevisionStatus",
-    printcolumn = r#"{"name":"HEALTHY","type":"string","jsonPath":".status.conditions[?(@.type=='Healthy')].status"}"#,
-    printcolumn = r#"{"name":"REVISION","type":"string","jsonPath":".spec.revision"}"#,
-    printcolumn = r#"{"name":"STATE","type":"string","jsonPath":".spec.desiredState"}"#,
-    printcolumn = r#"{"name":"AGE","type":"date","jsonPath":".metadata.creationTimestamp"}"#
-)]
-#[serde(rename_all = "camelCase")]
-pub struct FunctionRevisionSpec {
-    /// The OCI reference of the function package.
-    pub package: String,
-    /// `Active` or `Inactive`.
-    pub desired_state: String,
-    /// The revision number.
-    pub revision: i64,
+crate::revision_kind! {
+    /// The desired state of a FunctionRevision: one version of a Function's package.
+    #[kube(
+        group = "pkg.crossplane.io",
+        version = "v1",
+        kind = "FunctionRevision",
+        plural = "functionrevisions",
+        category = "crossplane",
+        category = "pkgrev",
+        status = "FunctionRevisionStatus",
+        printcolumn = r#"{"name":"HEALTHY","type":"string","jsonPath":".status.conditions[?(@.type=='RevisionHealthy')].status"}"#,
+        printcolumn = r#"{"name":"RUNTIME-HEALTHY","type":"string","jsonPath":".status.conditions[?(@.type=='RuntimeHealthy')].status"}"#,
+        printcolumn = r#"{"name":"RUNTIME-ACTIVE","type":"string","jsonPath":".status.conditions[?(@.type=='RuntimeActive')].status"}"#,
+        printcolumn = r#"{"name":"IMAGE","type":"string","jsonPath":".spec.image"}"#,
+        printcolumn = r#"{"name":"STATE","type":"string","jsonPath":".spec.desiredState"}"#,
+        printcolumn = r#"{"name":"AGE","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+        printcolumn = r#"{"name":"REVISION","type":"string","jsonPath":".spec.revision","priority":1}"#,
+        printcolumn = r#"{"name":"DEP-FOUND","type":"string","jsonPath":".status.foundDependencies","priority":1}"#,
+        printcolumn = r#"{"name":"DEP-INSTALLED","type":"string","jsonPath":".status.installedDependencies","priority":1}"#
+    )]
+    FunctionRevisionSpec {
+        /// The DeploymentRuntimeConfig the revision runs with.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(extend("default" = {"name": "default"}))]
+        runtime_config_ref: Option<RuntimeConfigReference>,
+        /// The Secret with the runtime's TLS server certificate.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tls_server_secret_name: Option<String>,
+        /// The Secret with the runtime's TLS client certificate.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tls_client_secret_name: Option<String>,
+    }
 }
 
 /// The observed state of a FunctionRevision.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FunctionRevisionStatus {
-    /// Conditions.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<Condition>,
+    /// What every revision reports.
+    #[serde(flatten)]
+    pub revision: RevisionStatus,
+    /// The Secret with the runtime's TLS server certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_server_secret_name: Option<String>,
+    /// The Secret with the runtime's TLS client certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_client_secret_name: Option<String>,
     /// The gRPC endpoint of the running function (`dns:///<service>.<namespace>:9443`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
@@ -106,7 +99,7 @@ pub struct FunctionRevisionStatus {
 
 /// `crd` with a served, not stored, `v1beta1` beside its `v1`, with the same schema: as upstream serves
 /// Function and FunctionRevision (their schemas are alike, so the apiserver converts with strategy None).
-fn with_v1beta1(
+pub(crate) fn with_v1beta1(
     mut crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 ) -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
     let beta: Vec<_> = crd
