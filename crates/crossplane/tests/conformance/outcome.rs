@@ -57,8 +57,18 @@ pub const CANNOT_RUN: &[(&str, &str, &str)] = &[
         XRDS,
         "not written yet (XRD validation as upstream's CEL rules)",
     ),
-    ("TestXRDReferenceableVersionChange", XRDS, "not written yet"),
-    ("TestXRDSubresources", XRDS, "not written yet"),
+    (
+        "TestXRDReferenceableVersionChange",
+        XRDS,
+        "fails on our core, so not in the suite yet: an XR created right after the XRD's referenceable \
+         version changes from v1 to v2 is still given the v1 Composition (the composite controller's \
+         restart on the new generation races the XR), and is then refused as the wrong type",
+    ),
+    (
+        "TestXRDSubresources",
+        XRDS,
+        "needs XRD versions[].subresources.scale rendered into the XR's CRD, not built yet",
+    ),
     (
         "EnvironmentDefault",
         "manifests/apiextensions/environment/default",
