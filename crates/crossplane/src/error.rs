@@ -1,16 +1,11 @@
 //! The error of one reconcile.
 
-use manager::FencedError;
-
 /// Why a reconcile failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A read failed.
+    /// A request failed, or the fence refused a write ([`Error::is_not_leader`]).
     #[error(transparent)]
     Kube(#[from] kube::Error),
-    /// A write failed or was refused by the fence.
-    #[error(transparent)]
-    Fenced(#[from] FencedError),
     /// An object could not be (de)serialised.
     #[error(transparent)]
     Json(#[from] serde_json::Error),
@@ -33,28 +28,18 @@ impl Error {
     /// True when the fence refused a write: the term is over.
     pub fn is_not_leader(&self) -> bool {
         match self {
-            Self::Fenced(e) => e.is_not_leader(),
-            Self::Kube(e) => manager::refusal(e).is_some(),
+            Self::Kube(e) => manager::fence::is_not_leader(e),
             _ => false,
         }
     }
 
     /// True for a 409 Conflict: someone else wrote first; retry soon, quietly.
     pub fn is_conflict(&self) -> bool {
-        let api = match self {
-            Self::Kube(kube::Error::Api(s)) | Self::Fenced(FencedError::Kube(kube::Error::Api(s))) => s,
-            _ => return false,
-        };
-        api.code == 409
+        matches!(self, Self::Kube(kube::Error::Api(s)) if s.code == 409)
     }
 }
 
 /// True when `e` is a 404.
 pub fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
-}
-
-/// True when the fenced write failed with a 404.
-pub fn fenced_not_found(e: &FencedError) -> bool {
-    matches!(e, FencedError::Kube(k) if is_not_found(k))
 }
