@@ -30,12 +30,12 @@ use kube::runtime::{Controller, watcher};
 use kube::{Api, Resource, ResourceExt};
 use manager::backoff::Backoff;
 use manager::controller::ControllerBuilder;
-use manager::{BoxError, ChildHandle, FencedClient, ReconcileMetrics, TermContext};
+use manager::{BoxError, ChildHandle, ReconcileMetrics, TermContext};
 use serde_json::json;
 
 use crate::claim;
 use crate::composite::{self, CompositeController};
-use crate::error::{Error, fenced_not_found, is_not_found};
+use crate::error::{Error, is_not_found};
 use crate::xcrd;
 
 /// The controller's field manager (kept: existing objects' managed fields name it).
@@ -64,7 +64,7 @@ struct Child {
 
 struct Ctx {
     term: TermContext,
-    client: FencedClient,
+    client: kube::Client,
     options: Options,
     children: Mutex<HashMap<String, Child>>,
     /// How long to wait, per XRD, for RBAC to allow watching its composite resources.
@@ -74,8 +74,8 @@ struct Ctx {
 /// Runs the XRD controller until the term ends.
 pub async fn run(term: TermContext, options: Options) -> Result<(), BoxError> {
     let client = term.client().clone();
-    let api: Api<CompositeResourceDefinition> = Api::all(client.kube().clone());
-    let crds: Api<CustomResourceDefinition> = Api::all(client.kube().clone());
+    let api: Api<CompositeResourceDefinition> = Api::all(client.clone());
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut wc = watcher::Config::default();
     if let Some(s) = &options.selector {
         wc = wc.labels(s);
@@ -129,8 +129,7 @@ impl Ctx {
         }
         if changed {
             let patch = json!({"status": status});
-            self.client
-                .all::<CompositeResourceDefinition>()
+            Api::<CompositeResourceDefinition>::all(self.client.clone())
                 .patch_status(&xrd.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
         }
@@ -181,8 +180,7 @@ async fn reconcile(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -> Resu
         let mut f = xrd.finalizers().to_vec();
         f.push(FINALIZER_DEFINED.to_owned());
         let patch = json!({"metadata": {"finalizers": f, "resourceVersion": xrd.resource_version()}});
-        ctx.client
-            .all::<CompositeResourceDefinition>()
+        Api::<CompositeResourceDefinition>::all(ctx.client.clone())
             .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
     }
@@ -205,7 +203,7 @@ async fn reconcile(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -> Resu
     match restart {
         Some(false) => {}
         Some(true) | None => {
-            if !may_watch(ctx.client.kube(), &resource).await? {
+            if !may_watch(&ctx.client, &resource).await? {
                 tracing::info!(xrd = %name, "waiting for RBAC to allow watching the composite resources");
                 return Ok(Action::requeue(ctx.rbac_wait.fail(&name)));
             }
@@ -273,7 +271,7 @@ async fn start_claim_controller(
         return Ok(());
     }
     let claim = claim_resource(xrd).ok_or_else(|| Error::Message("no claim names".into()))?;
-    if !may_watch(ctx.client.kube(), &claim).await? {
+    if !may_watch(&ctx.client, &claim).await? {
         return Err(Error::Message(format!(
             "waiting for RBAC to allow watching the claims {}",
             claim.plural
@@ -307,7 +305,7 @@ async fn apply_crd(
     crd: &CustomResourceDefinition,
     what: &str,
 ) -> Result<bool, Error> {
-    let crds = ctx.client.all::<CustomResourceDefinition>();
+    let crds = Api::<CustomResourceDefinition>::all(ctx.client.clone());
     let name = crd.name_any();
     if let Some(existing) = crds.get_opt(&name).await?
         && !controlled_by(&existing, xrd)
@@ -322,10 +320,10 @@ async fn apply_crd(
     let pp = PatchParams::apply(CONTROLLER).force();
     let applied = match crds.patch(&name, &pp, &Patch::Apply(crd)).await {
         Ok(c) => c,
-        Err(e) if !e.is_not_leader() => {
+        Err(e) if !manager::fence::is_not_leader(&e) => {
             let msg = format!(
                 "cannot apply rendered {what} CustomResourceDefinition: {}",
-                crate::error::explain_fenced(&e)
+                crate::error::explain(&e)
             );
             ctx.set_status(xrd, vec![Condition::reconcile_error(&msg)], None)
                 .await?;
@@ -364,7 +362,7 @@ async fn redact_claims(xrd: &CompositeResourceDefinition, ctx: &Ctx) -> Result<b
     };
     let term = Condition::new(TYPE_OFFERED, ConditionStatus::False, REASON_TERMINATING_CLAIM);
     ctx.set_status(xrd, vec![term], None).await?;
-    let crds = ctx.client.all::<CustomResourceDefinition>();
+    let crds = Api::<CustomResourceDefinition>::all(ctx.client.clone());
     let Some(crd) = crds.get_opt(&crd_name).await? else {
         ctx.stop_child(&format!("claim/{}", xrd.name_any())).await;
         return Ok(true);
@@ -379,7 +377,7 @@ async fn redact_claims(xrd: &CompositeResourceDefinition, ctx: &Ctx) -> Result<b
     ctx.stop_child(&format!("claim/{}", xrd.name_any())).await;
     match crds.delete(&crd_name, &DeleteParams::background()).await {
         Ok(_) => {}
-        Err(e) if fenced_not_found(&e) => {}
+        Err(e) if is_not_found(&e) => {}
         Err(e) => return Err(e.into()),
     }
     Ok(false)
@@ -387,10 +385,7 @@ async fn redact_claims(xrd: &CompositeResourceDefinition, ctx: &Ctx) -> Result<b
 
 /// Deletes every object of `resource` (in all namespaces); whether none was left.
 async fn delete_all(ctx: &Ctx, resource: &ApiResource) -> Result<bool, Error> {
-    let all = ctx.client.wrap(Api::<DynamicObject>::all_with(
-        ctx.client.kube().clone(),
-        resource,
-    ));
+    let all = Api::<DynamicObject>::all_with(ctx.client.clone(), resource);
     // A CRD that is already going away serves no list: nothing is left to delete.
     let items = match all.list(&ListParams::default()).await {
         Ok(l) => l.items,
@@ -402,17 +397,12 @@ async fn delete_all(ctx: &Ctx, resource: &ApiResource) -> Result<bool, Error> {
             continue;
         }
         let api = match obj.namespace() {
-            Some(ns) => Api::<DynamicObject>::namespaced_with(ctx.client.kube().clone(), &ns, resource),
-            None => Api::<DynamicObject>::all_with(ctx.client.kube().clone(), resource),
+            Some(ns) => Api::<DynamicObject>::namespaced_with(ctx.client.clone(), &ns, resource),
+            None => Api::<DynamicObject>::all_with(ctx.client.clone(), resource),
         };
-        match ctx
-            .client
-            .wrap(api)
-            .delete(&obj.name_any(), &DeleteParams::background())
-            .await
-        {
+        match api.delete(&obj.name_any(), &DeleteParams::background()).await {
             Ok(_) => {}
-            Err(e) if fenced_not_found(&e) => {}
+            Err(e) if is_not_found(&e) => {}
             Err(e) => return Err(e.into()),
         }
     }
@@ -464,7 +454,7 @@ async fn delete(xrd: &CompositeResourceDefinition, ctx: &Ctx) -> Result<Action, 
     if !redact_claims(xrd, ctx).await? {
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
-    let crds = ctx.client.all::<CustomResourceDefinition>();
+    let crds = Api::<CustomResourceDefinition>::all(ctx.client.clone());
     if crds.get_opt(&name).await?.is_none() {
         ctx.stop_child(&name).await;
         if xrd.finalizers().iter().any(|f| f == FINALIZER_DEFINED) {
@@ -474,14 +464,12 @@ async fn delete(xrd: &CompositeResourceDefinition, ctx: &Ctx) -> Result<Action, 
                 .filter(|f| *f != FINALIZER_DEFINED)
                 .collect();
             let patch = json!({"metadata": {"finalizers": f, "resourceVersion": xrd.resource_version()}});
-            match ctx
-                .client
-                .all::<CompositeResourceDefinition>()
+            match Api::<CompositeResourceDefinition>::all(ctx.client.clone())
                 .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
             {
                 Ok(_) => {}
-                Err(e) if fenced_not_found(&e) => {}
+                Err(e) if is_not_found(&e) => {}
                 Err(e) => return Err(e.into()),
             }
         }
@@ -496,7 +484,7 @@ async fn delete(xrd: &CompositeResourceDefinition, ctx: &Ctx) -> Result<Action, 
     ctx.stop_child(&name).await;
     match crds.delete(&name, &DeleteParams::background()).await {
         Ok(_) => {}
-        Err(e) if fenced_not_found(&e) => {}
+        Err(e) if is_not_found(&e) => {}
         Err(e) => return Err(e.into()),
     }
     Ok(Action::requeue(Duration::from_secs(1)))

@@ -1,17 +1,12 @@
 //! The error of one reconcile. Its `Display` is what conditions and Events show: the apiserver's own
 //! message and what to do ([`explain`]), never a `Debug` dump.
 
-use manager::FencedError;
-
 /// Why a reconcile failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A read failed.
+    /// A request failed, or the fence refused a write ([`Error::is_not_leader`]).
     #[error("{}", explain(.0))]
     Kube(#[from] kube::Error),
-    /// A write failed or was refused by the fence.
-    #[error("{}", explain_fenced(.0))]
-    Fenced(#[from] FencedError),
     /// An object could not be (de)serialised.
     #[error(transparent)]
     Json(#[from] serde_json::Error),
@@ -34,30 +29,20 @@ impl Error {
     /// True when the fence refused a write: the term is over.
     pub fn is_not_leader(&self) -> bool {
         match self {
-            Self::Fenced(e) => e.is_not_leader(),
-            Self::Kube(e) => manager::refusal(e).is_some(),
+            Self::Kube(e) => manager::fence::is_not_leader(e),
             _ => false,
         }
     }
 
     /// True for a 409 Conflict: someone else wrote first; retry soon, quietly.
     pub fn is_conflict(&self) -> bool {
-        let api = match self {
-            Self::Kube(kube::Error::Api(s)) | Self::Fenced(FencedError::Kube(kube::Error::Api(s))) => s,
-            _ => return false,
-        };
-        api.code == 409
+        matches!(self, Self::Kube(kube::Error::Api(s)) if s.code == 409)
     }
 }
 
 /// True when `e` is a 404.
 pub fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
-}
-
-/// True when the fenced write failed with a 404.
-pub fn fenced_not_found(e: &FencedError) -> bool {
-    matches!(e, FencedError::Kube(k) if is_not_found(k))
 }
 
 /// What the core does not have permission for, and how to give it.
@@ -73,14 +58,6 @@ pub fn explain(e: &kube::Error) -> String {
     }
 }
 
-/// [`explain`] for a write through the fenced client; a fence refusal keeps its own words.
-pub fn explain_fenced(e: &FencedError) -> String {
-    match e {
-        FencedError::Kube(k) => explain(k),
-        other => other.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,7 +69,7 @@ mod tests {
             "Forbidden",
         );
         s.code = 403;
-        let e = Error::Fenced(FencedError::Kube(kube::Error::Api(Box::new(s))));
+        let e = Error::Kube(kube::Error::Api(Box::new(s)));
         let shown = e.to_string();
         assert!(
             shown.starts_with(r#"examples.lack.of.rights "x" is forbidden"#),

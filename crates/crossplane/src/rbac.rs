@@ -11,7 +11,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Resource, ResourceExt};
 use manager::controller::ControllerBuilder;
-use manager::{BoxError, FencedClient, ReconcileMetrics, TermContext};
+use manager::{BoxError, ReconcileMetrics, TermContext};
 
 use crate::error::Error;
 
@@ -89,7 +89,7 @@ pub fn roles(xrd: &CompositeResourceDefinition) -> Vec<ClusterRole> {
 }
 
 struct Ctx {
-    client: FencedClient,
+    client: kube::Client,
 }
 
 /// Runs the controller until the term ends. `selector` limits the XRDs watched (test isolation).
@@ -99,12 +99,12 @@ pub async fn run(
     metrics: ReconcileMetrics,
 ) -> Result<(), BoxError> {
     let client = term.client().clone();
-    let api: Api<CompositeResourceDefinition> = Api::all(client.kube().clone());
+    let api: Api<CompositeResourceDefinition> = Api::all(client.clone());
     let mut wc = watcher::Config::default();
     if let Some(s) = &selector {
         wc = wc.labels(s);
     }
-    let roles_api: Api<ClusterRole> = Api::all(client.kube().clone());
+    let roles_api: Api<ClusterRole> = Api::all(client.clone());
     ControllerBuilder::new(
         CONTROLLER_NAME,
         Controller::new(api, wc).owns(roles_api, watcher::Config::default()),
@@ -120,7 +120,7 @@ async fn reconcile(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -> Resu
         // The roles are owned by the XRD; the garbage collector removes them.
         return Ok(Action::await_change());
     }
-    let api = ctx.client.all::<ClusterRole>();
+    let api = Api::<ClusterRole>::all(ctx.client.clone());
     let pp = PatchParams::apply(CONTROLLER).force();
     for r in roles(&xrd) {
         let name = r.name_any();

@@ -19,7 +19,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Resource, ResourceExt};
 use manager::controller::ControllerBuilder;
-use manager::{BoxError, FencedClient, ReconcileMetrics, TermContext};
+use manager::{BoxError, ReconcileMetrics, TermContext};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
@@ -54,7 +54,7 @@ pub fn hash_label(hash: &str) -> &str {
 }
 
 struct Ctx {
-    client: FencedClient,
+    client: kube::Client,
 }
 
 /// Runs the controller until the term ends. `selector` limits the Compositions watched (test isolation).
@@ -64,12 +64,12 @@ pub async fn run(
     metrics: ReconcileMetrics,
 ) -> Result<(), BoxError> {
     let client = ctx.client().clone();
-    let api: Api<Composition> = Api::all(client.kube().clone());
+    let api: Api<Composition> = Api::all(client.clone());
     let mut wc = watcher::Config::default();
     if let Some(s) = &selector {
         wc = wc.labels(s);
     }
-    let revs: Api<CompositionRevision> = Api::all(client.kube().clone());
+    let revs: Api<CompositionRevision> = Api::all(client.clone());
     ControllerBuilder::new(
         CONTROLLER_NAME,
         Controller::new(api, wc).owns(revs, watcher::Config::default()),
@@ -87,7 +87,7 @@ async fn reconcile(comp: Arc<Composition>, ctx: Arc<Ctx>) -> Result<Action, Erro
     }
     let uid = comp.uid().unwrap_or_default();
     let hash = hash(&comp)?;
-    let api = ctx.client.all::<CompositionRevision>();
+    let api = Api::<CompositionRevision>::all(ctx.client.clone());
     let lp = ListParams::default().labels(&format!("{LABEL_COMPOSITION_NAME}={name}"));
     let revs = api.list(&lp).await?.items;
     let owned: Vec<&CompositionRevision> = revs
@@ -146,7 +146,7 @@ async fn reconcile(comp: Arc<Composition>, ctx: Arc<Ctx>) -> Result<Action, Erro
     };
     match api.create(&PostParams::default(), &rev).await {
         Ok(_) => {}
-        Err(manager::FencedError::Kube(kube::Error::Api(s))) if s.code == 409 => {
+        Err(kube::Error::Api(s)) if s.code == 409 => {
             return Ok(Action::requeue(Duration::from_secs(1)));
         }
         Err(e) => return Err(e.into()),

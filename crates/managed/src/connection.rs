@@ -11,7 +11,6 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::PostParams;
 use kube::{Resource, ResourceExt};
-use manager::{FencedClient, FencedError};
 
 use crate::external::ConnectionDetails;
 
@@ -34,13 +33,13 @@ pub enum PublishError {
     Get(String, #[source] kube::Error),
     /// Writing the Secret failed.
     #[error("cannot write Secret {0}: {1}")]
-    Write(String, #[source] FencedError),
+    Write(String, #[source] kube::Error),
 }
 
 impl PublishError {
     /// True when the fence refused the write.
     pub fn is_not_leader(&self) -> bool {
-        matches!(self, Self::Write(_, e) if e.is_not_leader())
+        matches!(self, Self::Write(_, e) if manager::fence::is_not_leader(e))
     }
 }
 
@@ -74,13 +73,13 @@ pub fn merge(
 
 /// Writes `details` to the connection secret `target` of `owner`. Returns whether a write was made.
 pub async fn publish<K: Resource<DynamicType = ()>>(
-    client: &FencedClient,
+    client: &kube::Client,
     owner: &K,
     target: &SecretRef,
     details: &ConnectionDetails,
 ) -> Result<bool, PublishError> {
     let owner_ref = controller_ref(owner).ok_or(PublishError::NoUid)?;
-    let api = client.namespaced::<Secret>(&target.namespace);
+    let api = kube::Api::<Secret>::namespaced(client.clone(), &target.namespace);
     let shown = format!("{}/{}", target.namespace, target.name);
     let existing = api
         .get_opt(&target.name)

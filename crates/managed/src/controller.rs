@@ -138,10 +138,11 @@ where
             connector: self.connector.clone(),
             options: opts.clone(),
             client: ctx.client().clone(),
+            fence: ctx.fence().clone(),
             recorder: Recorder::new(self.name.clone(), ctx.term().identity.clone()),
             mr_metrics: mr_metrics.clone(),
         });
-        let api: Api<K> = Api::all(ctx.client().kube().clone());
+        let api: Api<K> = Api::all(ctx.client().clone());
         let (reader, writer) = reflector::store();
         let mut wc = watcher::Config::default().any_semantic();
         if let Some(selector) = &opts.label_selector {
@@ -220,7 +221,7 @@ where
     {
         return Requeue::Skipped(Some(wait));
     }
-    if shared.client.check().is_err() {
+    if shared.fence.check().is_err() {
         return Requeue::Skipped(None);
     }
     tracing::trace!(resource = %obj.name_any(), "reconciling");

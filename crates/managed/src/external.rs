@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
 
-use manager::{FencedClient, FencedError};
+use manager::{Fence, NotLeader};
 
 use crate::resource::Managed;
 
@@ -85,11 +85,20 @@ impl ExternalError {
         Self::new(format!("{context}: {error}"))
     }
 
-    /// A fenced write with context; keeps the fact that the fence refused it.
-    pub fn fenced(context: impl std::fmt::Display, error: FencedError) -> Self {
+    /// A failed write with context; keeps the fact that the fence refused it
+    /// ([`manager::fence::is_not_leader`]).
+    pub fn fenced(context: impl std::fmt::Display, error: kube::Error) -> Self {
         Self {
             kind: kind_of(&error),
             message: format!("{context}: {error}"),
+        }
+    }
+
+    /// The fence's refusal ([`Fence::check`]) of work on the external system, with context.
+    pub fn refused(context: impl std::fmt::Display, refusal: NotLeader) -> Self {
+        Self {
+            kind: ErrorKind::NotLeader,
+            message: format!("{context}: {refusal}"),
         }
     }
 
@@ -104,26 +113,20 @@ impl ExternalError {
     }
 }
 
-fn kind_of(e: &FencedError) -> ErrorKind {
-    if e.is_not_leader() {
+fn kind_of(e: &kube::Error) -> ErrorKind {
+    if manager::fence::is_not_leader(e) {
         ErrorKind::NotLeader
     } else {
         ErrorKind::Failed
     }
 }
 
-impl From<FencedError> for ExternalError {
-    fn from(e: FencedError) -> Self {
+impl From<kube::Error> for ExternalError {
+    fn from(e: kube::Error) -> Self {
         Self {
             kind: kind_of(&e),
             message: e.to_string(),
         }
-    }
-}
-
-impl From<kube::Error> for ExternalError {
-    fn from(e: kube::Error) -> Self {
-        FencedError::from(e).into()
     }
 }
 
@@ -133,10 +136,13 @@ pub trait ExternalConnector<K: Managed>: Send + Sync + 'static {
     type Client: ExternalClient<K>;
 
     /// Connects to the external system for `mr`, for example by reading its ProviderConfig. `client` is
-    /// the term's fenced client; writes through anything derived from it must stay fenced.
+    /// the term's client, whose writes the fence layer refuses once the term has ended; `fence` is for
+    /// what it cannot see: check it before changing the external system, and fence any other client
+    /// with [`manager::fence_client`].
     fn connect(
         &self,
-        client: &FencedClient,
+        client: &kube::Client,
+        fence: &Fence,
         mr: &K,
     ) -> impl Future<Output = Result<Self::Client, ExternalError>> + Send;
 }

@@ -16,7 +16,8 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Resource, ResourceExt};
 use manager::controller::{ControllerBuilder, ReconcileError};
-use manager::{FencedClient, FencedError, Manager, TermContext};
+use manager::fence::is_not_leader;
+use manager::{Fence, Manager, TermContext};
 use serde_json::json;
 
 use manager::event::{EventType, Recorder};
@@ -49,21 +50,21 @@ pub enum ProviderConfigError {
     List(#[source] kube::Error),
     /// A write failed.
     #[error("cannot update ProviderConfig: {0}")]
-    Write(#[source] FencedError),
+    Write(#[source] kube::Error),
 }
 
 impl ReconcileError for ProviderConfigError {
     fn is_not_leader(&self) -> bool {
         match self {
-            Self::List(e) => manager::refusal(e).is_some(),
-            Self::Write(e) => e.is_not_leader(),
+            Self::List(e) | Self::Write(e) => is_not_leader(e),
         }
     }
 }
 
 struct Ctx {
     kind: ProviderConfigKind,
-    client: FencedClient,
+    client: kube::Client,
+    fence: Fence,
     recorder: Recorder,
 }
 
@@ -101,13 +102,14 @@ impl ProviderConfigController {
 
     /// Runs for one term.
     pub async fn run(self, ctx: TermContext) -> Result<(), ProviderConfigError> {
-        let client = ctx.client().kube().clone();
+        let client = ctx.client().clone();
         let kind = self.kind.clone();
         let configs: Api<DynamicObject> = Api::all_with(client.clone(), &kind.config);
         let usages: Api<DynamicObject> = Api::all_with(client, &kind.usage);
         let shared = Arc::new(Ctx {
             kind: kind.clone(),
             client: ctx.client().clone(),
+            fence: ctx.fence().clone(),
             recorder: Recorder::new(self.name.clone(), ctx.term().identity.clone()),
         });
         let token = ctx.token().clone();
@@ -143,7 +145,7 @@ fn usage_owner(kind: &ProviderConfigKind, usage: &DynamicObject) -> Option<Objec
 }
 
 fn config_api(ctx: &Ctx, ns: Option<&str>) -> Api<DynamicObject> {
-    let client = ctx.client.kube().clone();
+    let client = ctx.client.clone();
     match ns {
         Some(ns) if ctx.kind.config_namespaced => Api::namespaced_with(client, ns, &ctx.kind.config),
         _ => Api::all_with(client, &ctx.kind.config),
@@ -151,7 +153,7 @@ fn config_api(ctx: &Ctx, ns: Option<&str>) -> Api<DynamicObject> {
 }
 
 async fn reconcile(pc: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, ProviderConfigError> {
-    if ctx.client.check().is_err() {
+    if ctx.fence.check().is_err() {
         return Ok(Action::await_change());
     }
     let name = pc.name_any();
@@ -160,7 +162,7 @@ async fn reconcile(pc: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Prov
     if ctx.kind.kind_label {
         selector.push_str(&format!(",{LABEL_PROVIDER_CONFIG_KIND}={}", ctx.kind.config.kind));
     }
-    let usage_client = ctx.client.kube().clone();
+    let usage_client = ctx.client.clone();
     let usages: Api<DynamicObject> = match ns.as_deref() {
         Some(ns) if ctx.kind.config_namespaced && ctx.kind.usage_namespaced => {
             Api::namespaced_with(usage_client, ns, &ctx.kind.usage)
@@ -177,21 +179,16 @@ async fn reconcile(pc: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Prov
             users += 1;
         } else {
             let api: Api<DynamicObject> = match u.namespace() {
-                Some(uns) => Api::namespaced_with(ctx.client.kube().clone(), &uns, &ctx.kind.usage),
-                None => Api::all_with(ctx.client.kube().clone(), &ctx.kind.usage),
+                Some(uns) => Api::namespaced_with(ctx.client.clone(), &uns, &ctx.kind.usage),
+                None => Api::all_with(ctx.client.clone(), &ctx.kind.usage),
             };
-            if let Err(e) = ctx
-                .client
-                .wrap(api)
-                .delete(&u.name_any(), &DeleteParams::default())
-                .await
-            {
+            if let Err(e) = api.delete(&u.name_any(), &DeleteParams::default()).await {
                 tracing::debug!(error = %e, usage = %u.name_any(), "cannot delete stale usage");
             }
         }
     }
 
-    let api = ctx.client.wrap(config_api(&ctx, ns.as_deref()));
+    let api = config_api(&ctx, ns.as_deref());
     let finalizers = pc.finalizers().to_vec();
     let has_finalizer = finalizers.iter().any(|f| f == FINALIZER_IN_USE);
     let status_users = pc

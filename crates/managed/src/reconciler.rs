@@ -17,7 +17,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams, PostParams};
-use manager::{FencedClient, FencedError};
+use manager::Fence;
 use serde_json::{Value, json};
 
 use crate::connection;
@@ -47,13 +47,13 @@ enum WriteError {
     Other(String),
 }
 
-impl From<FencedError> for WriteError {
-    fn from(e: FencedError) -> Self {
+impl From<kube::Error> for WriteError {
+    fn from(e: kube::Error) -> Self {
         match e {
-            FencedError::NotLeader(_) => Self::NotLeader,
-            FencedError::Kube(kube::Error::Api(s)) if s.code == 409 => Self::Conflict,
-            FencedError::Kube(kube::Error::Api(s)) if s.code == 404 => Self::Gone,
-            FencedError::Kube(e) => Self::Other(e.to_string()),
+            e if manager::fence::is_not_leader(&e) => Self::NotLeader,
+            kube::Error::Api(s) if s.code == 409 => Self::Conflict,
+            kube::Error::Api(s) if s.code == 404 => Self::Gone,
+            e => Self::Other(e.to_string()),
         }
     }
 }
@@ -62,7 +62,8 @@ impl From<FencedError> for WriteError {
 pub(crate) struct Shared<C> {
     pub connector: Arc<C>,
     pub options: Options,
-    pub client: FencedClient,
+    pub client: kube::Client,
+    pub fence: Fence,
     pub recorder: Recorder,
     pub mr_metrics: ManagedMetrics,
 }
@@ -140,11 +141,8 @@ where
             .await;
     }
 
-    fn api(&self) -> manager::FencedApi<K> {
-        let client = self.shared.client.kube().clone();
-        self.shared
-            .client
-            .wrap(K::api(client, self.mr.meta().namespace.as_deref()))
+    fn api(&self) -> kube::Api<K> {
+        K::api(self.shared.client.clone(), self.mr.meta().namespace.as_deref())
     }
 
     fn name(&self) -> String {
@@ -335,7 +333,9 @@ where
 
         let connected = tokio::time::timeout(
             opts.timeout,
-            self.shared.connector.connect(&self.shared.client, &self.mr),
+            self.shared
+                .connector
+                .connect(&self.shared.client, &self.shared.fence, &self.mr),
         )
         .await;
         let mut external = match connected {

@@ -12,7 +12,6 @@ use std::sync::Mutex;
 use apis::meta::{LABEL_PROVIDER_CONFIG, LABEL_PROVIDER_CONFIG_KIND};
 use apis::providerconfig::UsageKind;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams};
-use manager::{FencedClient, FencedError};
 use serde_json::json;
 
 use crate::connection::controller_ref;
@@ -29,13 +28,13 @@ pub enum TrackError {
     NoUid,
     /// The apply failed.
     #[error("cannot apply ProviderConfigUsage: {0}")]
-    Apply(#[source] FencedError),
+    Apply(#[source] kube::Error),
 }
 
 impl TrackError {
     /// True when the fence refused the write.
     pub fn is_not_leader(&self) -> bool {
-        matches!(self, Self::Apply(e) if e.is_not_leader())
+        matches!(self, Self::Apply(e) if manager::fence::is_not_leader(e))
     }
 }
 
@@ -70,7 +69,7 @@ impl UsageTracker {
     }
 
     /// Records that `mr` uses its ProviderConfig.
-    pub async fn track<K: Managed>(&self, client: &FencedClient, mr: &K) -> Result<(), TrackError> {
+    pub async fn track<K: Managed>(&self, client: &kube::Client, mr: &K) -> Result<(), TrackError> {
         let pc = mr
             .managed_spec()
             .provider_config_ref()
@@ -121,20 +120,16 @@ impl UsageTracker {
             },
         });
         let api = match &namespace {
-            Some(ns) => {
-                kube::Api::<DynamicObject>::namespaced_with(client.kube().clone(), ns, &self.resource)
-            }
-            None => kube::Api::<DynamicObject>::all_with(client.kube().clone(), &self.resource),
+            Some(ns) => kube::Api::<DynamicObject>::namespaced_with(client.clone(), ns, &self.resource),
+            None => kube::Api::<DynamicObject>::all_with(client.clone(), &self.resource),
         };
-        client
-            .wrap(api)
-            .patch(
-                &key.0,
-                &PatchParams::apply(&self.field_manager).force(),
-                &Patch::Apply(&body),
-            )
-            .await
-            .map_err(TrackError::Apply)?;
+        api.patch(
+            &key.0,
+            &PatchParams::apply(&self.field_manager).force(),
+            &Patch::Apply(&body),
+        )
+        .await
+        .map_err(TrackError::Apply)?;
         self.tracked
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

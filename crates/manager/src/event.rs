@@ -1,5 +1,6 @@
 //! Kubernetes Events about the objects controllers reconcile (crossplane-runtime's `event` package),
-//! written through the term's [`FencedClient`], so a deposed leader emits none.
+//! written through the term's client, whose fence layer refuses them once the term has ended, so a
+//! deposed leader emits none.
 //!
 //! Identical events (same object, reason and message) are emitted at most once per [`DEDUPE_WINDOW`], so
 //! an error retried with backoff does not flood the API. Which reasons a controller uses is its own
@@ -9,10 +10,10 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::fenced::FencedClient;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::Api;
 use kube::api::PostParams;
 use tokio::time::Instant;
 
@@ -77,7 +78,7 @@ impl Recorder {
     /// Emits an event about `regarding`. Failures are logged, never returned: events are best effort.
     pub async fn publish(
         &self,
-        client: &FencedClient,
+        client: &kube::Client,
         regarding: &ObjectReference,
         type_: EventType,
         reason: &str,
@@ -114,7 +115,7 @@ impl Recorder {
             reporting_instance: Some(self.instance.clone()),
             ..Event::default()
         };
-        let api = client.namespaced::<Event>(&namespace);
+        let api = Api::<Event>::namespaced(client.clone(), &namespace);
         if let Err(e) = api.create(&PostParams::default(), &event).await {
             tracing::debug!(error = %e, reason, object = %name, "cannot emit event");
         }

@@ -194,8 +194,10 @@ mod tests {
             .await
             .expect_err("nothing listens");
         assert!(refusal(&sent).is_none(), "{sent}");
+        assert!(!crate::fence::is_not_leader(&sent));
         fence.revoke("the term ended");
         let refused = api.create(&Default::default(), &cm).await.expect_err("refused");
+        assert!(crate::fence::is_not_leader(&refused), "{refused}");
         let not_leader = refusal(&refused).expect("a refusal");
         assert_eq!(not_leader.reason, "the term ended");
         // Reads still reach the transport.

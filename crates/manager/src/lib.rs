@@ -35,8 +35,8 @@
 //! Modules, one concept each: [`api_error`] (API errors in words for users), [`args`] (flags), [`settings`] (defaults and validation), [`logging`],
 //! [`client`] (the two clients and the user agent), [`controller`] (a kube-runtime controller for
 //! one term: wiring, metrics, backoff, error reporting), [`event`] (Kubernetes Events, fenced and deduplicated), [`backoff`] (per-object backoff and jitter), [`gate`] (the fence layer in the client: the one place writes are fenced), [`fence`]
-//! (what the layer checks: the term's guard and the manager's revocation), [`fenced`] (the typed face of
-//! the term's client),
+//! (what the layer checks: the term's guard and the manager's revocation, and [`fence::is_not_leader`], the
+//! one way to ask whether a failed write was refused),
 //! [`term`] (what gated work receives), [`runnable`] (always-runnables), [`readiness`], [`health`],
 //! [`metrics`] (the registry and controller-runtime's reconcile metrics), [`workqueue`] (controller-runtime's
 //! `workqueue_*`), [`process_metrics`] (the `process_*` series the prometheus crate lacks), [`rest_metrics`] (client-go's `rest_client_requests_total`), [`admin`] (the HTTP endpoints), and the crate-private supervisor, task group and signal
@@ -54,7 +54,6 @@ pub mod controller;
 mod error;
 pub mod event;
 pub mod fence;
-pub mod fenced;
 pub mod gate;
 pub mod health;
 pub mod logging;
@@ -79,7 +78,6 @@ pub use client::{BinaryInfo, Clients};
 pub use election::Timings;
 pub use error::Error;
 pub use fence::{Fence, NotLeader};
-pub use fenced::{FencedApi, FencedClient, FencedError};
 pub use gate::{FenceLayer, fence_client, refusal};
 pub use manager::{Manager, ManagerBuilder};
 pub use metrics::{Metrics, ReconcileMetrics, ReconcileResult, RestClientMetrics, WorkqueueMetrics};

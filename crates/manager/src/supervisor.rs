@@ -27,7 +27,6 @@ use tokio_util::sync::CancellationToken;
 use crate::args::OnLostLeadership;
 use crate::error::Error;
 use crate::fence::{Fence, wall_clock};
-use crate::fenced::FencedClient;
 use crate::health::Health;
 use crate::runnable::GatedFn;
 use crate::task_group::{Failure, StopReport, TaskGroup};
@@ -108,7 +107,6 @@ impl Supervisor {
                 tracing::error!(error = %e, "cannot build the term's client; using the main client");
                 self.client.clone()
             });
-        let client = FencedClient::layered(term_client, fence.clone());
         let info = Arc::new(TermInfo {
             identity: self.identity.clone(),
             lease: self.lease.clone(),
@@ -116,7 +114,13 @@ impl Supervisor {
             started: Instant::now(),
         });
         for (name, run) in &self.gated {
-            let ctx = TermContext::new(name, client.clone(), group.clone(), info.clone());
+            let ctx = TermContext::new(
+                name,
+                term_client.clone(),
+                fence.clone(),
+                group.clone(),
+                info.clone(),
+            );
             let fut = run(ctx);
             // A fresh group accepts every spawn.
             let _ = group.spawn(name.clone(), group.token().clone(), CancellationToken::new(), fut);

@@ -1,7 +1,7 @@
 //! What gated work receives: the [`TermContext`], and the [`ChildHandle`]s of runnables it spawns.
 //!
 //! Every gated runnable is started afresh for each term with a new context. The context carries the term's
-//! fencing client, the term's cancellation token and the right to spawn children (for example one
+//! client (kube's own, with the term's fence layer in its stack) and fence, the term's cancellation token and the right to spawn children (for example one
 //! controller per XRD) into the same term. When the term ends, the manager cancels the token and awaits
 //! every runnable and every child before it releases the Lease, returns to standby or exits.
 
@@ -11,8 +11,9 @@ use std::sync::Arc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use kube::Api;
+
 use crate::fence::Fence;
-use crate::fenced::FencedClient;
 use crate::task_group::{BoxError, TaskGroup, TermEnded};
 
 /// Facts about a term, for logs and for work that wants to record who wrote.
@@ -32,18 +33,26 @@ pub struct TermInfo {
 #[derive(Clone)]
 pub struct TermContext {
     name: Arc<str>,
-    client: FencedClient,
+    client: kube::Client,
+    fence: Fence,
     token: CancellationToken,
     group: TaskGroup,
     info: Arc<TermInfo>,
 }
 
 impl TermContext {
-    pub(crate) fn new(name: &str, client: FencedClient, group: TaskGroup, info: Arc<TermInfo>) -> Self {
+    pub(crate) fn new(
+        name: &str,
+        client: kube::Client,
+        fence: Fence,
+        group: TaskGroup,
+        info: Arc<TermInfo>,
+    ) -> Self {
         let token = group.token().clone();
         Self {
             name: name.into(),
             client,
+            fence,
             token,
             group,
             info,
@@ -55,14 +64,36 @@ impl TermContext {
         &self.name
     }
 
-    /// The fencing client: writes are refused once the term has ended.
-    pub fn client(&self) -> &FencedClient {
+    /// The term's client, kube's own: its stack holds the term's fence layer, so a write is refused once
+    /// the term has ended (with an error [`crate::fence::is_not_leader`] recognises). Watches, caches and
+    /// kube's own event recorder use it too.
+    pub fn client(&self) -> &kube::Client {
         &self.client
     }
 
-    /// The term's fence.
+    /// An [`Api`] over the term's client for a namespaced resource in `ns`.
+    pub fn namespaced<K>(&self, ns: &str) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), ns)
+    }
+
+    /// An [`Api`] over the term's client for a cluster-scoped resource, or a namespaced one across all
+    /// namespaces.
+    pub fn all<K>(&self) -> Api<K>
+    where
+        K: kube::Resource,
+        K::DynamicType: Default,
+    {
+        Api::all(self.client.clone())
+    }
+
+    /// The term's fence: [`Fence::check`] before work that writes somewhere else than the apiserver (an
+    /// external system), or that should not start once the term is over.
     pub fn fence(&self) -> &Fence {
-        self.client.fence()
+        &self.fence
     }
 
     /// Cancelled when this runnable must stop (the term ended, shutdown, or its [`ChildHandle`] stopped it).
@@ -99,6 +130,7 @@ impl TermContext {
         let ctx = TermContext {
             name: name.as_str().into(),
             client: self.client.clone(),
+            fence: self.fence.clone(),
             token: token.clone(),
             group: self.group.clone(),
             info: self.info.clone(),

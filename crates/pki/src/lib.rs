@@ -1,7 +1,9 @@
 //! A small certificate authority and the Secrets that keep one: what a controller needs to serve or
 //! call over TLS without a certificate manager.
 //!
-//! - [`Ca`]: a CA (generated, or loaded from its PEM), issuing server and client certificates;
+//! - [`Ca`]: a CA (generated, or loaded from its PEM), issuing server and client certificates, and
+//!   Kubernetes users' client certificates (user and groups in the subject);
+//! - [`KeyPem`]: a bare key pair, such as a service-account token signing key;
 //! - [`secret`]: `kubernetes.io/tls` Secrets, created once and read back, so replicas racing at start-up
 //!   all end up with the first one.
 //!
@@ -106,10 +108,29 @@ impl Ca {
 
     /// A certificate with common name `cn` for `names` (DNS names or IP addresses), signed by this CA.
     pub fn issue(&self, cn: &str, names: &[String], usage: Usage) -> Result<Issued, Error> {
+        self.sign(cn, &[], names, usage)
+    }
+
+    /// A client certificate for the Kubernetes user `user` in `groups` (the apiserver's x509
+    /// authenticator reads the common name and the organisations), signed by this CA.
+    pub fn issue_user(&self, user: &str, groups: &[&str]) -> Result<Issued, Error> {
+        self.sign(user, groups, &[], Usage::Client)
+    }
+
+    fn sign(
+        &self,
+        cn: &str,
+        organizations: &[&str],
+        names: &[String],
+        usage: Usage,
+    ) -> Result<Issued, Error> {
         let issuer = Issuer::new(ca_params(&self.name)?, &self.key);
         let mut params = CertificateParams::new(names.to_vec())?;
         params.distinguished_name = DistinguishedName::new();
         params.distinguished_name.push(DnType::CommonName, cn);
+        for o in organizations {
+            params.distinguished_name.push(DnType::OrganizationName, *o);
+        }
         params.key_usages = vec![
             KeyUsagePurpose::DigitalSignature,
             KeyUsagePurpose::KeyEncipherment,
@@ -123,6 +144,32 @@ impl Ca {
         Ok(Issued {
             cert_pem: cert.pem(),
             key_pem: key.serialize_pem(),
+        })
+    }
+}
+
+/// A bare key pair, PEM-encoded (for example the service-account token signing key of an apiserver).
+#[derive(Clone)]
+pub struct KeyPem {
+    /// The private key.
+    pub private_pem: String,
+    /// The public key.
+    pub public_pem: String,
+}
+
+impl std::fmt::Debug for KeyPem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyPem").finish_non_exhaustive()
+    }
+}
+
+impl KeyPem {
+    /// A new key pair.
+    pub fn generate() -> Result<Self, Error> {
+        let key = KeyPair::generate()?;
+        Ok(Self {
+            private_pem: key.serialize_pem(),
+            public_pem: key.public_key_pem(),
         })
     }
 }
@@ -146,5 +193,9 @@ mod tests {
         assert!(issued.cert_pem.contains("BEGIN CERTIFICATE"));
         assert!(issued.key_pem.contains("PRIVATE KEY"));
         assert!(Ca::from_pem("test-ca", ca.cert_pem(), "garbage").is_err());
+        let user = ca.issue_user("admin", &["system:masters"]).expect("issued");
+        assert!(user.cert_pem.contains("BEGIN CERTIFICATE"));
+        let key = KeyPem::generate().expect("key");
+        assert!(key.private_pem.contains("PRIVATE KEY") && key.public_pem.contains("PUBLIC KEY"));
     }
 }

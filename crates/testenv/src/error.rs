@@ -40,7 +40,7 @@ pub enum Error {
     },
     /// Certificates could not be generated.
     #[error("generating test-bed certificates: {0}")]
-    Certs(#[from] rcgen::Error),
+    Certs(#[from] pki::Error),
     /// A process of the control plane failed or did not become ready.
     #[error("{component}: {message} (log: {log})")]
     Component {

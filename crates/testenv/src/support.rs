@@ -22,6 +22,18 @@ use nix::unistd::Pid;
 
 use crate::{Cluster, Error, Result};
 
+/// Where the process logs of the calling integration test crate's test `test` go:
+/// `<CARGO_TARGET_TMPDIR>/provider-logs/<test>`. A macro, because only the test crate's own build knows
+/// `CARGO_TARGET_TMPDIR`.
+#[macro_export]
+macro_rules! log_dir {
+    ($test:expr) => {
+        ::std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join("provider-logs")
+            .join($test)
+    };
+}
+
 /// The shared test bed. A missing one fails the test with instructions; it never skips.
 ///
 /// # Panics

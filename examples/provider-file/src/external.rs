@@ -10,7 +10,7 @@ use managed::{
     ExternalClient, ExternalConnector, ExternalCreation, ExternalDelete, ExternalError, ExternalObservation,
     ExternalUpdate, Managed, meta,
 };
-use manager::FencedClient;
+use manager::Fence;
 
 use crate::File;
 
@@ -25,7 +25,7 @@ pub struct FileClient;
 impl ExternalConnector<File> for FileConnector {
     type Client = FileClient;
 
-    async fn connect(&self, _: &FencedClient, _: &File) -> Result<FileClient, ExternalError> {
+    async fn connect(&self, _: &kube::Client, _: &Fence, _: &File) -> Result<FileClient, ExternalError> {
         Ok(FileClient)
     }
 }

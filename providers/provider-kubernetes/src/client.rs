@@ -22,7 +22,6 @@ use managed::{
     ConnectionDetails, ExternalClient, ExternalCreation, ExternalDelete, ExternalError, ExternalObservation,
     ExternalUpdate,
 };
-use manager::{FencedApi, FencedClient};
 use serde_json::Value;
 
 use crate::connector::DiscoveryCache;
@@ -35,8 +34,8 @@ pub const NOT_READY_POLL: Duration = Duration::from_secs(30);
 
 /// One reconcile's connection to the target cluster.
 pub struct ObjectClient {
-    local: FencedClient,
-    target: FencedClient,
+    local: kube::Client,
+    target: kube::Client,
     target_key: String,
     discovery: Arc<DiscoveryCache>,
     desired: Option<Desired>,
@@ -45,8 +44,8 @@ pub struct ObjectClient {
 
 impl ObjectClient {
     pub(crate) fn new(
-        local: FencedClient,
-        target: FencedClient,
+        local: kube::Client,
+        target: kube::Client,
         target_key: String,
         discovery: Arc<DiscoveryCache>,
     ) -> Self {
@@ -68,7 +67,7 @@ impl ObjectClient {
 
     async fn resource(
         &self,
-        client: &FencedClient,
+        client: &kube::Client,
         key: &str,
         api_version: &str,
         kind: &str,
@@ -78,7 +77,7 @@ impl ObjectClient {
         }
         let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
         let gvk = GroupVersionKind::gvk(group, version, kind);
-        let (ar, caps) = kube::discovery::pinned_kind(client.kube(), &gvk)
+        let (ar, caps) = kube::discovery::pinned_kind(client, &gvk)
             .await
             .map_err(|e| ExternalError::wrap(format!("cannot find kind {kind} in {api_version}"), e))?;
         let found = (ar, caps.scope == Scope::Namespaced);
@@ -86,17 +85,17 @@ impl ObjectClient {
         Ok(found)
     }
 
-    /// A fenced API for `kind` in `namespace` on `client`.
+    /// An API for `kind` in `namespace` on `client` (a client whose writes pass the term's fence).
     async fn api(
         &self,
-        client: &FencedClient,
+        client: &kube::Client,
         key: &str,
         api_version: &str,
         kind: &str,
         namespace: Option<&str>,
-    ) -> Result<FencedApi<DynamicObject>, ExternalError> {
+    ) -> Result<Api<DynamicObject>, ExternalError> {
         let (ar, namespaced) = self.resource(client, key, api_version, kind).await?;
-        let raw = client.kube().clone();
+        let raw = client.clone();
         let api = match (namespaced, namespace) {
             (true, Some(ns)) => Api::namespaced_with(raw, ns, &ar),
             (true, None) => {
@@ -106,7 +105,7 @@ impl ObjectClient {
             }
             (false, _) => Api::all_with(raw, &ar),
         };
-        Ok(client.wrap(api))
+        Ok(api)
     }
 
     fn desired(&self) -> Result<&Desired, ExternalError> {
@@ -115,7 +114,7 @@ impl ObjectClient {
             .ok_or_else(|| ExternalError::new("internal error: no observed manifest"))
     }
 
-    async fn target_api(&self, d: &Desired) -> Result<FencedApi<DynamicObject>, ExternalError> {
+    async fn target_api(&self, d: &Desired) -> Result<Api<DynamicObject>, ExternalError> {
         self.api(
             &self.target,
             &self.target_key,
@@ -193,7 +192,7 @@ impl ObjectClient {
             let shown = format!("{kind} {name}");
             let value = if kind == "Secret" && api_version == "v1" {
                 let ns = d.namespace.as_deref().unwrap_or("default");
-                let secret = Api::<Secret>::namespaced(self.target.kube().clone(), ns)
+                let secret = Api::<Secret>::namespaced(self.target.clone(), ns)
                     .get(name)
                     .await
                     .map_err(|e| {
@@ -361,9 +360,7 @@ impl<K: ObjectKind> ExternalClient<K> for ObjectClient {
         };
         match api.delete(&d.name, &params).await {
             Ok(_) => Ok(ExternalDelete::default()),
-            Err(manager::FencedError::Kube(kube::Error::Api(s))) if s.code == 404 => {
-                Ok(ExternalDelete::default())
-            }
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(ExternalDelete::default()),
             Err(e) => Err(ExternalError::fenced(
                 format!("cannot delete {} {}", d.kind, d.name),
                 e,

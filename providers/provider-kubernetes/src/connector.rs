@@ -14,7 +14,7 @@ use kube::api::ApiResource;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, ResourceExt};
 use managed::{ConfigRef, ExternalConnector, ExternalError};
-use manager::{FencedClient, FencedClient as Fenced};
+use manager::Fence;
 
 use crate::client::ObjectClient;
 use crate::object::ObjectKind;
@@ -84,7 +84,7 @@ impl ObjectConnector {
 
     async fn kubeconfig_client(
         &self,
-        local: &FencedClient,
+        local: &kube::Client,
         spec: &ProviderConfigSpec,
         config_ns: Option<&str>,
     ) -> Result<(String, kube::Client), ExternalError> {
@@ -99,7 +99,7 @@ impl ObjectConnector {
             .or(config_ns)
             .ok_or_else(|| ExternalError::new("credentials.secretRef.namespace is required"))?;
         let shown = format!("{ns}/{}", sref.name);
-        let secret = Api::<Secret>::namespaced(local.kube().clone(), ns)
+        let secret = Api::<Secret>::namespaced(local.clone(), ns)
             .get_opt(&sref.name)
             .await
             .map_err(|e| ExternalError::wrap(format!("cannot get credentials Secret {shown}"), e))?
@@ -156,18 +156,24 @@ impl ObjectConnector {
 impl<K: ObjectKind> ExternalConnector<K> for ObjectConnector {
     type Client = ObjectClient;
 
-    async fn connect(&self, local: &FencedClient, mr: &K) -> Result<ObjectClient, ExternalError> {
+    async fn connect(
+        &self,
+        local: &kube::Client,
+        fence: &Fence,
+        mr: &K,
+    ) -> Result<ObjectClient, ExternalError> {
         let r = ConfigRef::of(mr).map_err(ExternalError::new)?;
         let (spec, config_ns) = r
             .fetch::<cluster::ProviderConfig, namespaced::ProviderConfig, namespaced::ClusterProviderConfig>(
-                local.kube().clone(),
+                local.clone(),
             )
             .await?;
         let (target_key, target) = match spec.credentials.source {
             CredentialsSource::InjectedIdentity => ("local".to_owned(), local.clone()),
             CredentialsSource::Secret => {
                 let (key, client) = self.kubeconfig_client(local, &spec, config_ns.as_deref()).await?;
-                (key, Fenced::new(client, local.fence().clone()))
+                // The target cluster's writes pass the term's fence too.
+                (key, manager::fence_client(client, fence))
             }
             other => {
                 return Err(ExternalError::new(format!(

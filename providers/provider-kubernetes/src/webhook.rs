@@ -143,7 +143,7 @@ pub fn register(mgr: &mut Manager, options: &Options) {
     mgr.add_gated("conversion-webhook-certificate", move |ctx: TermContext| {
         let (dir, ns) = (gated_dir.clone(), gated_ns.clone());
         async move {
-            let client = ctx.client().kube().clone();
+            let client = ctx.client().clone();
             let ca = match &dir {
                 // A mounted certificate: its `ca.crt`, if it has one, is what the apiserver must trust.
                 Some(d) => ServingCert::from_dir(d).ok().and_then(|c| c.ca_pem),

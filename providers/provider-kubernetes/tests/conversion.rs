@@ -11,13 +11,10 @@
 //! The tests change the one shared Object CRD, so they run one at a time, and leave it as
 //! `provider_kubernetes::crds()` has it.
 
-mod common;
-
 use std::time::Duration;
 use testenv::free_port;
 
 use anyhow::{Context, Result, ensure};
-use common::{Process, cluster, eventually, install_crds, log_dir, replica_args};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
@@ -27,6 +24,8 @@ use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Po
 use kube::{Api, Client};
 use provider_kubernetes::webhook::{CRD, SECRET};
 use serde_json::{Value, json};
+use testenv::log_dir;
+use testenv::support::{Process, cluster, eventually, install_crds, replica_args};
 use tokio::sync::Mutex;
 
 const BIN: &str = env!("CARGO_BIN_EXE_provider-kubernetes");
@@ -55,7 +54,7 @@ fn start(test: &str, ns: &str, port: u16) -> Result<Process> {
     let identity = format!("{ns}-a");
     let mut args = replica_args(&c, ns, LEASE, &identity);
     args.extend(["--poll", "2s", "--webhook-port", &port.to_string()].map(String::from));
-    Ok(Process::start(BIN, &log_dir(test), &identity, &args)?)
+    Ok(Process::start(BIN, &log_dir!(test), &identity, &args)?)
 }
 
 /// `crd` converting through `https://127.0.0.1:<port>/convert`, with `ca` as its `caBundle` if given.
@@ -461,7 +460,7 @@ async fn a_standby_replica_serves_conversion() -> Result<()> {
         as_v1["spec"]["managementPolicy"] == "ObserveCreateUpdate",
         "{as_v1}"
     );
-    let holder = common::lease_holder(&client, &ns, LEASE).await?;
+    let holder = testenv::support::lease_holder(&client, &ns, LEASE).await?;
     ensure!(
         holder.as_deref() == Some("someone-else"),
         "the replica took the Lease: {holder:?}"

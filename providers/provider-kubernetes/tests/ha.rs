@@ -2,22 +2,21 @@
 //! Objects, only the leader writes (checked in the apiserver's audit log); killing the leader while work
 //! is in flight loses nothing and duplicates nothing.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use common::{
-    Process, assert_failover_writes, cluster, eventually, fast_lease_args, install_crds, log_dir,
-    replica_args, wait_holder,
-};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, ResourceExt};
 use provider_kubernetes::types::namespaced;
 use serde_json::{Value, json};
+use testenv::log_dir;
+use testenv::support::{
+    Process, assert_failover_writes, cluster, eventually, fast_lease_args, install_crds, replica_args,
+    wait_holder,
+};
 
 const BIN: &str = env!("CARGO_BIN_EXE_provider-kubernetes");
 const LEASE: &str = "crossplane-leader-election-provider-kubernetes";
@@ -29,7 +28,7 @@ fn replica(ns: &str, name: &str) -> Result<Process> {
     let mut args = replica_args(&c, ns, LEASE, &identity);
     args.extend(["--poll", "30s", "--max-reconcile-rate", "20"].map(String::from));
     args.extend(fast_lease_args());
-    Ok(Process::start(BIN, &log_dir("k8s-ha"), &identity, &args)?)
+    Ok(Process::start(BIN, &log_dir!("k8s-ha"), &identity, &args)?)
 }
 
 fn is_true(o: &Value, t: &str) -> bool {

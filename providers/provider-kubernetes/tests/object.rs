@@ -1,15 +1,14 @@
 //! provider-kubernetes on the real control plane, as a process: issue 5's "must show" 2 (Object
 //! lifecycle), 3 (an unknown create outcome), 5 (upstream example) and 6 (bad input).
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use apis::condition::{TYPE_READY, TYPE_SYNCED};
-use common::{Process, cluster, eventually, install_crds, log_dir, replica_args};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use testenv::log_dir;
+use testenv::support::{Process, cluster, eventually, install_crds, replica_args};
 
 use futures::StreamExt;
 use kube::api::{
@@ -28,7 +27,7 @@ fn start(test: &str, ns: &str) -> Result<Process> {
     let identity = format!("{ns}-a");
     let mut args = replica_args(&c, ns, LEASE, &identity);
     args.extend(["--poll", "2s", "--max-reconcile-rate", "20"].map(String::from));
-    Ok(Process::start(BIN, &log_dir(test), &identity, &args)?)
+    Ok(Process::start(BIN, &log_dir!(test), &identity, &args)?)
 }
 
 fn cond(obj: &Value, t: &str) -> Option<(String, String, String)> {

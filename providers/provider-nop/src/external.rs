@@ -15,7 +15,7 @@ use managed::{
     ExternalClient, ExternalConnector, ExternalCreation, ExternalDelete, ExternalError, ExternalObservation,
     ExternalUpdate, Managed,
 };
-use manager::FencedClient;
+use manager::Fence;
 
 use crate::types::{NopResource, ResourceConditionAfter};
 
@@ -30,7 +30,12 @@ pub struct NopClient;
 impl ExternalConnector<NopResource> for NopConnector {
     type Client = NopClient;
 
-    async fn connect(&self, _: &FencedClient, _: &NopResource) -> Result<NopClient, ExternalError> {
+    async fn connect(
+        &self,
+        _: &kube::Client,
+        _: &Fence,
+        _: &NopResource,
+    ) -> Result<NopClient, ExternalError> {
         Ok(NopClient)
     }
 }

@@ -17,10 +17,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use common::{
-    Process, eventually, fast_lease_args, install_crds, log_dir, ready_and_synced, replica_args, user_agent,
-    wait_holder,
-};
+use common::{ready_and_synced, user_agent};
 use election::admission::FencePolicy;
 use jiff::Timestamp;
 use k8s_openapi::api::admissionregistration::v1::{
@@ -34,6 +31,8 @@ use kube::{Api, CustomResourceExt, ResourceExt};
 use provider_nop::types::NopResource;
 use serde_json::json;
 use testenv::go_candidate::CandidateOptions;
+use testenv::log_dir;
+use testenv::support::{Process, eventually, fast_lease_args, install_crds, replica_args, wait_holder};
 use testenv::{Cluster, ControlPlane, GoCandidate};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -75,7 +74,7 @@ async fn replica_via(
     }
     args.extend(["--poll", "2s", "--max-reconcile-rate", "50"].map(String::from));
     args.extend(fast_lease_args());
-    Ok(Process::start(BIN, &log_dir("nop-fencing"), &identity, &args)?)
+    Ok(Process::start(BIN, &log_dir!("nop-fencing"), &identity, &args)?)
 }
 
 fn nop(ns: &str, i: usize) -> Result<NopResource> {

@@ -6,15 +6,17 @@ mod common;
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use common::{
-    Process, assert_failover_writes, cluster, eventually, fast_lease_args, install_crds, log_dir,
-    ready_and_synced, replica_args, user_agent, wait_holder,
-};
+use common::{ready_and_synced, user_agent};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, CustomResourceExt};
 use provider_nop::types::NopResource;
+use testenv::log_dir;
+use testenv::support::{
+    Process, assert_failover_writes, cluster, eventually, fast_lease_args, install_crds, replica_args,
+    wait_holder,
+};
 
 const BIN: &str = env!("CARGO_BIN_EXE_provider-nop");
 const LEASE: &str = "crossplane-leader-election-provider-nop";
@@ -26,7 +28,7 @@ fn replica(ns: &str, name: &str) -> Result<Process> {
     let mut args = replica_args(&c, ns, LEASE, &identity);
     args.extend(["--poll", "30s", "--max-reconcile-rate", "50"].map(String::from));
     args.extend(fast_lease_args());
-    Ok(Process::start(BIN, &log_dir("nop-ha"), &identity, &args)?)
+    Ok(Process::start(BIN, &log_dir!("nop-ha"), &identity, &args)?)
 }
 
 #[tokio::test]

@@ -1,19 +1,18 @@
 //! provider-nop on the real control plane, as a process: issue 5's "must show" 1 (lifecycle) and 5
 //! (upstream's example manifest).
 
-mod common;
-
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use apis::condition::{TYPE_READY, TYPE_SYNCED};
 use apis::meta::{FINALIZER_MANAGED, SECRET_TYPE_CONNECTION};
-use common::{Process, cluster, eventually, install_crds, log_dir, replica_args};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, CustomResourceExt, ResourceExt};
 use provider_nop::types::NopResource;
+use testenv::log_dir;
+use testenv::support::{Process, cluster, eventually, install_crds, replica_args};
 
 const BIN: &str = env!("CARGO_BIN_EXE_provider-nop");
 
@@ -36,7 +35,7 @@ async fn start_provider(test: &str, ns: &str) -> Result<Process> {
         &format!("{test}-a"),
     );
     args.extend(["--poll", "5s", "--max-reconcile-rate", "10"].map(String::from));
-    Ok(Process::start(BIN, &log_dir(test), &format!("{ns}-a"), &args)?)
+    Ok(Process::start(BIN, &log_dir!(test), &format!("{ns}-a"), &args)?)
 }
 
 #[tokio::test]

@@ -12,10 +12,12 @@ use std::time::Duration;
 use testenv::free_port;
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
-use common::{Process, cluster, eventually, install_crds, log_dir, ready_and_synced, replica_args};
+use common::ready_and_synced;
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, CustomResourceExt};
 use provider_nop::types::NopResource;
+use testenv::log_dir;
+use testenv::support::{Process, cluster, eventually, install_crds, replica_args};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -120,7 +122,7 @@ async fn metric_names_match_upstream() -> Result<()> {
         .context("replica_args sets --metrics-bind-address")?;
     args[at + 1] = format!("127.0.0.1:{port}");
     args.extend(["--poll", "2s", "--max-reconcile-rate", "10"].map(String::from));
-    let provider = Process::start(BIN, &log_dir("nop-metrics"), &format!("{ns}-a"), &args)?;
+    let provider = Process::start(BIN, &log_dir!("nop-metrics"), &format!("{ns}-a"), &args)?;
 
     // A NopResource that becomes Ready after a second, then is deleted.
     let name = format!("{ns}-m");

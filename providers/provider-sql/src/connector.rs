@@ -15,7 +15,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, PoolError, Recycli
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, ResourceExt};
 use managed::{ConfigRef, ExternalConnector, ExternalError};
-use manager::{FencedClient, FencedError};
+use manager::Fence;
 
 use crate::client::{SqlClient, SqlResource};
 use crate::tls;
@@ -46,8 +46,10 @@ pub struct Db {
     pub endpoint: String,
     /// The server's port, as in the ProviderConfig's Secret.
     pub port: String,
-    /// The term's fenced Kubernetes client.
-    pub kube: FencedClient,
+    /// The term's Kubernetes client (its writes pass the term's fence layer).
+    pub kube: kube::Client,
+    /// The term's fence, checked before SQL that changes the server.
+    pub term: Fence,
 }
 
 impl Db {
@@ -69,9 +71,9 @@ impl Db {
     /// Refuses to go on when this replica's term has ended: SQL that changes the server is fenced like
     /// every Kubernetes write.
     pub fn fence(&self) -> Result<(), ExternalError> {
-        self.kube
+        self.term
             .check()
-            .map_err(|e| ExternalError::fenced("refusing to change PostgreSQL", FencedError::NotLeader(e)))
+            .map_err(|e| ExternalError::refused("refusing to change PostgreSQL", e))
     }
 
     /// Runs statements that change the server, in one transaction, after checking the fence.
@@ -262,15 +264,21 @@ impl SqlConnector {
 impl<K: SqlResource> ExternalConnector<K> for SqlConnector {
     type Client = SqlClient;
 
-    async fn connect(&self, client: &FencedClient, mr: &K) -> Result<SqlClient, ExternalError> {
+    async fn connect(
+        &self,
+        client: &kube::Client,
+        fence: &Fence,
+        mr: &K,
+    ) -> Result<SqlClient, ExternalError> {
         let r = ConfigRef::of(mr).map_err(ExternalError::new)?;
-        let target = self.target(client.kube(), &r).await?;
+        let target = self.target(client, &r).await?;
         let pool = self.pool(&r, &target)?;
         Ok(SqlClient::new(Db {
             pool,
             endpoint: target.endpoint,
             port: target.port,
             kube: client.clone(),
+            term: fence.clone(),
         }))
     }
 }

@@ -125,7 +125,7 @@ async fn resolve_owner<K: DatabaseKind>(db: &Db, mr: &mut K) -> Result<bool, Ext
     let ns = mr.local_namespace();
     let p = mr.params();
     let owner = crate::refs::resolve(
-        db.kube.kube(),
+        &db.kube,
         K::GROUP,
         "Role",
         "roles",

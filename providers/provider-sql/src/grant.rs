@@ -93,7 +93,7 @@ pub fn grant_type(p: &GrantParameters) -> Result<GrantType, ExternalError> {
 /// Resolves unset role/database/memberOf from their references; true if anything was set.
 async fn resolve<K: GrantKind>(db: &Db, mr: &mut K) -> Result<bool, ExternalError> {
     let ns = mr.local_namespace();
-    let kube = db.kube.kube().clone();
+    let kube = db.kube.clone();
     let mut changed = false;
     if mr.params().role.is_none() {
         let p = mr.params();

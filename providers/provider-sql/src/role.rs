@@ -188,13 +188,11 @@ async fn desired_password<K: RoleKind>(db: &Db, mr: &K) -> Result<Option<String>
         return Ok(None);
     };
     let (ns, name, key) = secret_key_location(mr, r).map_err(ExternalError::new)?;
-    let value = secret_value(db.kube.kube(), &ns, &name, &key)
-        .await?
-        .ok_or_else(|| {
-            ExternalError::new(format!(
-                "passwordSecretRef: Secret {ns}/{name} has no key {key:?}"
-            ))
-        })?;
+    let value = secret_value(&db.kube, &ns, &name, &key).await?.ok_or_else(|| {
+        ExternalError::new(format!(
+            "passwordSecretRef: Secret {ns}/{name} has no key {key:?}"
+        ))
+    })?;
     String::from_utf8(value).map(Some).map_err(|_| {
         ExternalError::new(format!(
             "passwordSecretRef: Secret {ns}/{name} key {key:?} is not UTF-8"
@@ -211,7 +209,7 @@ async fn published_password<K: RoleKind>(db: &Db, mr: &K) -> Result<Option<Strin
         return Ok(None);
     };
     Ok(
-        secret_value(db.kube.kube(), &target.namespace, &target.name, KEY_PASSWORD)
+        secret_value(&db.kube, &target.namespace, &target.name, KEY_PASSWORD)
             .await?
             .and_then(|v| String::from_utf8(v).ok()),
     )

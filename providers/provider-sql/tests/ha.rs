@@ -3,22 +3,20 @@
 //! ends Ready, each object was created exactly once, PostgreSQL logged no error, and only the leader of
 //! the moment issued SQL (PostgreSQL's log, by application_name) and wrote to the apiserver (audit log).
 
-mod common;
-
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use common::{
-    Process, cluster, eventually, fast_lease_args, install_crds, lease_holder, log_dir, replica_args,
-    wait_holder,
-};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use provider_sql::types::namespaced;
 use serde_json::{Value, json};
+use testenv::log_dir;
 use testenv::postgres::Postgres;
+use testenv::support::{
+    Process, cluster, eventually, fast_lease_args, install_crds, lease_holder, replica_args, wait_holder,
+};
 use tokio_postgres::NoTls;
 
 const BIN: &str = env!("CARGO_BIN_EXE_provider-sql");
@@ -31,7 +29,7 @@ fn replica(ns: &str, name: &str) -> Result<Process> {
     let mut args = replica_args(&c, ns, LEASE, &identity);
     args.extend(["--poll", "30s", "--max-reconcile-rate", "10"].map(String::from));
     args.extend(fast_lease_args());
-    Ok(Process::start(BIN, &log_dir("sql-ha"), &identity, &args)?)
+    Ok(Process::start(BIN, &log_dir!("sql-ha"), &identity, &args)?)
 }
 
 async fn create<K>(api: &Api<K>, v: Value) -> Result<K>

@@ -2,19 +2,18 @@
 //! 1 (lifecycle, psql as the role), 2 (updates), 3 (drift), 4 (deletion order, orphan) and 6 (bad
 //! input). Each test starts its own PostgreSQL (`testenv::postgres`) and its own provider replica.
 
-mod common;
-
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use apis::condition::{TYPE_READY, TYPE_SYNCED};
-use common::{Process, cluster, eventually, install_crds, log_dir, replica_args};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use provider_sql::types::{cluster as legacy, namespaced};
 use serde_json::{Value, json};
+use testenv::log_dir;
 use testenv::postgres::Postgres;
+use testenv::support::{Process, cluster, eventually, install_crds, replica_args};
 use tokio_postgres::NoTls;
 
 const BIN: &str = env!("CARGO_BIN_EXE_provider-sql");
@@ -162,7 +161,7 @@ async fn bed(test: &str) -> Result<Bed> {
     let identity = format!("{ns}-a");
     let mut args = replica_args(&c, &ns, LEASE, &identity);
     args.extend(["--poll", "2s", "--max-reconcile-rate", "20"].map(String::from));
-    let provider = Process::start(BIN, &log_dir(test), &identity, &args)?;
+    let provider = Process::start(BIN, &log_dir!(test), &identity, &args)?;
     Ok(Bed {
         client,
         ns,

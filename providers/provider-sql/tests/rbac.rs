@@ -5,20 +5,19 @@
 //! ProviderConfig, an update, and deletion of everything including the ProviderConfigs. The apiserver's
 //! audit log then holds no 403 for that ServiceAccount.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
-use common::{Process, cluster, eventually, install_crds, log_dir, replica_args};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding, RoleRef, Subject};
 use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use provider_sql::types::{cluster as legacy, namespaced};
 use serde_json::{Value, json};
+use testenv::log_dir;
 use testenv::postgres::Postgres;
+use testenv::support::{Process, cluster, eventually, install_crds, replica_args};
 use tokio_postgres::NoTls;
 
 const BIN: &str = env!("CARGO_BIN_EXE_provider-sql");
@@ -228,7 +227,7 @@ async fn runs_its_scenario_with_the_generated_rbac_and_no_403() -> Result<()> {
         .context("--kubeconfig")?;
     args[at + 1] = kubeconfig.display().to_string();
     args.extend(["--poll", "2s", "--max-reconcile-rate", "20"].map(String::from));
-    let provider = Process::start(BIN, &log_dir("sql-rbac"), &identity, &args)?;
+    let provider = Process::start(BIN, &log_dir!("sql-rbac"), &identity, &args)?;
 
     let roles: Api<namespaced::Role> = Api::namespaced(client.clone(), &ns);
     let dbs: Api<namespaced::Database> = Api::namespaced(client.clone(), &ns);

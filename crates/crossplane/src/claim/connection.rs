@@ -5,7 +5,6 @@
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
-use manager::FencedClient;
 use serde_json::{Value, json};
 
 use crate::composite::connection::{SECRET_TYPE, secret_ref};
@@ -14,14 +13,14 @@ use crate::error::Error;
 /// Copies the XR's connection Secret to the claim's; whether it wrote anything new. Nothing happens
 /// when either names no Secret or the XR's does not exist yet; an XR Secret that the XR does not
 /// control, or a claim Secret that something else controls, is an error, as upstream.
-pub async fn propagate(client: &FencedClient, claim: &Value, xr: &Value) -> Result<bool, Error> {
+pub async fn propagate(client: &kube::Client, claim: &Value, xr: &Value) -> Result<bool, Error> {
     let Some((from_ns, from_name)) = secret_ref(xr) else {
         return Ok(false);
     };
     let Some((to_ns, to_name)) = secret_ref(claim) else {
         return Ok(false);
     };
-    let from: Api<Secret> = Api::namespaced(client.kube().clone(), &from_ns);
+    let from: Api<Secret> = Api::namespaced(client.clone(), &from_ns);
     let Some(source) = from.get_opt(&from_name).await? else {
         return Ok(false);
     };
@@ -38,7 +37,7 @@ pub async fn propagate(client: &FencedClient, claim: &Value, xr: &Value) -> Resu
         )));
     }
     let data = source.data.unwrap_or_default();
-    let to: Api<Secret> = Api::namespaced(client.kube().clone(), &to_ns);
+    let to: Api<Secret> = Api::namespaced(client.clone(), &to_ns);
     if let Some(existing) = to.get_opt(&to_name).await? {
         let claim_uid = claim.pointer("/metadata/uid").and_then(Value::as_str);
         let foreign = existing
@@ -67,8 +66,7 @@ pub async fn propagate(client: &FencedClient, claim: &Value, xr: &Value) -> Resu
         "type": SECRET_TYPE,
         "data": data,
     });
-    client
-        .namespaced::<Secret>(&to_ns)
+    Api::<Secret>::namespaced(client.clone(), &to_ns)
         .patch(
             &to_name,
             &PatchParams::apply(super::FIELD_MANAGER).force(),

@@ -29,12 +29,12 @@ use kube::runtime::{Controller, watcher};
 use kube::{Api, ResourceExt};
 use manager::backoff::{Backoff, jittered};
 use manager::controller::ControllerBuilder;
-use manager::{BoxError, FencedApi, FencedClient, ReconcileMetrics, TermContext};
+use manager::{BoxError, ReconcileMetrics, TermContext};
 use serde_json::{Value, json};
 
 use crate::composite::render;
 use crate::composite::status;
-use crate::error::{Error, fenced_not_found};
+use crate::error::{Error, is_not_found};
 
 /// The field manager of the claim controller's writes (upstream's `FieldOwnerXR`).
 pub const FIELD_MANAGER: &str = "apiextensions.crossplane.io/claim";
@@ -60,15 +60,15 @@ pub struct ClaimController {
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 struct Ctx {
-    client: FencedClient,
+    client: kube::Client,
     def: ClaimController,
 }
 
 /// Runs the controller for one claim kind until `ctx` is cancelled.
 pub async fn run(ctx: TermContext, def: ClaimController) -> Result<(), BoxError> {
     let client = ctx.client().clone();
-    let claims: Api<DynamicObject> = Api::all_with(client.kube().clone(), &def.claim);
-    let xrs: Api<DynamicObject> = Api::all_with(client.kube().clone(), &def.composite);
+    let claims: Api<DynamicObject> = Api::all_with(client.clone(), &def.claim);
+    let xrs: Api<DynamicObject> = Api::all_with(client.clone(), &def.composite);
     let resource = def.claim.clone();
     tracing::info!(kind = %resource.kind, "claim controller started");
     let state = Arc::new(Ctx { client, def });
@@ -93,17 +93,12 @@ pub async fn run(ctx: TermContext, def: ClaimController) -> Result<(), BoxError>
 }
 
 impl Ctx {
-    fn claim_api(&self, ns: &str) -> FencedApi<DynamicObject> {
-        self.client.wrap(Api::namespaced_with(
-            self.client.kube().clone(),
-            ns,
-            &self.def.claim,
-        ))
+    fn claim_api(&self, ns: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), ns, &self.def.claim)
     }
 
-    fn xr_api(&self) -> FencedApi<DynamicObject> {
-        self.client
-            .wrap(Api::all_with(self.client.kube().clone(), &self.def.composite))
+    fn xr_api(&self) -> Api<DynamicObject> {
+        Api::all_with(self.client.clone(), &self.def.composite)
     }
 
     /// Writes the claim's status when it changes: `overlay` merged in, `conditions` set.
@@ -124,7 +119,7 @@ impl Ctx {
             .await
         {
             Ok(_) => Ok(()),
-            Err(e) if fenced_not_found(&e) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
             Err(e) => Err(e.into()),
         }
     }
@@ -290,7 +285,7 @@ async fn delete(
             };
             match ctx.xr_api().delete(&xr.name_any(), &dp).await {
                 Ok(_) => {}
-                Err(e) if fenced_not_found(&e) => {}
+                Err(e) if is_not_found(&e) => {}
                 Err(e) => return Err(e.into()),
             }
         }
@@ -311,7 +306,7 @@ async fn delete(
         .await
     {
         Ok(_) => Ok(Action::await_change()),
-        Err(e) if fenced_not_found(&e) => Ok(Action::await_change()),
+        Err(e) if is_not_found(&e) => Ok(Action::await_change()),
         Err(e) => Err(e.into()),
     }
 }

@@ -9,7 +9,6 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
-use manager::FencedClient;
 use serde_json::{Value, json};
 
 use crate::error::Error;
@@ -48,7 +47,7 @@ pub async fn read(client: &kube::Client, obj: &Value) -> Result<BTreeMap<String,
 /// Applies the XR's connection Secret with `details`, when the XR names one and there is something to
 /// write. `owner` is the XR's controller owner reference.
 pub async fn write(
-    client: &FencedClient,
+    client: &kube::Client,
     xr: &Value,
     owner: Value,
     details: &BTreeMap<String, Vec<u8>>,
@@ -70,7 +69,7 @@ pub async fn write(
         "type": SECRET_TYPE,
         "data": data,
     });
-    let api = client.namespaced::<Secret>(&ns);
+    let api = Api::<Secret>::namespaced(client.clone(), &ns);
     api.patch(
         &name,
         &PatchParams::apply(field_manager).force(),

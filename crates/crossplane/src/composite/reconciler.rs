@@ -30,7 +30,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Resource, ResourceExt};
-use manager::{BoxError, FencedApi, FencedClient, TermContext};
+use manager::{BoxError, TermContext};
 use serde_json::{Value, json};
 
 use super::builtin;
@@ -43,7 +43,7 @@ use super::render::{self, Owner};
 use super::select::{self, XrType};
 use super::status::{self, Outcome};
 use super::watch::ComposedWatches;
-use crate::error::{Error, fenced_not_found, is_not_found};
+use crate::error::{Error, is_not_found};
 use manager::ReconcileMetrics;
 use manager::backoff::{Backoff, jittered};
 use manager::controller::ControllerBuilder;
@@ -75,7 +75,7 @@ pub struct CompositeController {
 }
 
 struct Ctx {
-    client: FencedClient,
+    client: kube::Client,
     events: Events,
     def: CompositeController,
     discovery: Discovery,
@@ -85,11 +85,11 @@ struct Ctx {
 /// Runs the controller for one XR kind until `ctx` is cancelled.
 pub async fn run(ctx: TermContext, def: CompositeController) -> Result<(), BoxError> {
     let client = ctx.client().clone();
-    let api: Api<DynamicObject> = Api::all_with(client.kube().clone(), &def.resource);
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &def.resource);
     let resource = def.resource.clone();
     tracing::info!(kind = %resource.kind, "composite controller started");
     let (watches, changed) = ComposedWatches::new(
-        client.kube().clone(),
+        client.clone(),
         resource.clone(),
         def.xrd.scope.is_namespaced(),
         ctx.token().clone(),
@@ -106,7 +106,7 @@ pub async fn run(ctx: TermContext, def: CompositeController) -> Result<(), BoxEr
     let store = controller.store();
     let legacy = state.def.xrd.scope.is_legacy();
     let dyntype = resource.clone();
-    let revisions: Api<CompositionRevision> = Api::all(state.client.kube().clone());
+    let revisions: Api<CompositionRevision> = Api::all(state.client.clone());
     let controller = controller
         .watches(
             revisions,
@@ -149,13 +149,12 @@ fn key(xr: &DynamicObject) -> String {
 }
 
 impl Ctx {
-    fn xr_api(&self, ns: Option<&str>) -> FencedApi<DynamicObject> {
-        let c = self.client.kube().clone();
-        let api = match ns {
+    fn xr_api(&self, ns: Option<&str>) -> Api<DynamicObject> {
+        let c = self.client.clone();
+        match ns {
             Some(ns) => Api::namespaced_with(c, ns, &self.def.resource),
             None => Api::all_with(c, &self.def.resource),
-        };
-        self.client.wrap(api)
+        }
     }
 
     /// Function results as Events on the XR (identical ones at most once a minute), and in the log.
@@ -209,13 +208,12 @@ impl Ctx {
         Ok(())
     }
 
-    fn composed_api(&self, kind: &super::discovery::Kind, ns: Option<&str>) -> FencedApi<DynamicObject> {
-        let c = self.client.kube().clone();
-        let api = match (kind.namespaced, ns) {
+    fn composed_api(&self, kind: &super::discovery::Kind, ns: Option<&str>) -> Api<DynamicObject> {
+        let c = self.client.clone();
+        match (kind.namespaced, ns) {
             (true, Some(ns)) => Api::namespaced_with(c, ns, &kind.resource),
             _ => Api::all_with(c, &kind.resource),
-        };
-        self.client.wrap(api)
+        }
     }
 }
 
@@ -269,14 +267,14 @@ async fn delete(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<Action
         }
         let kind = ctx
             .discovery
-            .resolve(ctx.client.kube(), &r.api_version, &r.kind)
+            .resolve(&ctx.client, &r.api_version, &r.kind)
             .await?;
         let api = ctx.composed_api(&kind, r.namespace.as_deref().or(xr.namespace().as_deref()));
         match api.get_opt(&r.name).await? {
             Some(obj) if render::controlled_by(&serde_json::to_value(&obj)?, &uid) => {
                 match api.delete(&r.name, &DeleteParams::background()).await {
                     Ok(_) => {}
-                    Err(e) if fenced_not_found(&e) => {}
+                    Err(e) if is_not_found(&e) => {}
                     Err(e) => return Err(e.into()),
                 }
             }
@@ -295,7 +293,7 @@ async fn delete(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<Action
         .await
     {
         Ok(_) => Ok(Action::await_change()),
-        Err(e) if fenced_not_found(&e) => Ok(Action::await_change()),
+        Err(e) if is_not_found(&e) => Ok(Action::await_change()),
         Err(e) => Err(e.into()),
     }
 }
@@ -304,7 +302,7 @@ async fn delete(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<Action
 async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outcome, Option<Value>), Error> {
     let legacy = ctx.legacy();
     let fields = Fields::new(xr_json, legacy);
-    let client = ctx.client.kube();
+    let client = &ctx.client;
     let t = XrType {
         api_version: ctx.def.resource.api_version.clone(),
         kind: ctx.def.resource.kind.clone(),
@@ -509,7 +507,7 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
         let api = ctx.composed_api(&kind, r.namespace.as_deref().or(xr_ns.as_deref()));
         match api.delete(&r.name, &DeleteParams::background()).await {
             Ok(_) => tracing::info!(xr = %key(xr), resource = %r.name, "deleted unwanted composed resource"),
-            Err(e) if fenced_not_found(&e) => {}
+            Err(e) if is_not_found(&e) => {}
             Err(e) => return Err(e.into()),
         }
     }
@@ -520,7 +518,7 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
     for (template, name, api, res, ready) in desired {
         match api.patch(&name, &pp, &Patch::Apply(&res)).await {
             Ok(_) => {}
-            Err(manager::FencedError::Kube(kube::Error::Api(s))) if s.code == 422 => {
+            Err(kube::Error::Api(s)) if s.code == 422 => {
                 tracing::warn!(xr = %key(xr), resource = %template, error = %s.message, "cannot apply composed resource");
                 outcome.unsynced.push(template.clone());
             }
@@ -555,7 +553,7 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
 }
 
 /// A generated name no object of this kind has yet.
-async fn free_name(api: &FencedApi<DynamicObject>, prefix: &str) -> Result<String, Error> {
+async fn free_name(api: &Api<DynamicObject>, prefix: &str) -> Result<String, Error> {
     for _ in 0..8 {
         let n = render::generate_name(prefix);
         match api.get_opt(&n).await {

@@ -78,14 +78,14 @@ impl Script {
     fn record(&self, call: &'static str) -> Result<(), ExternalError> {
         self.calls.lock().expect("calls").push(call);
         match self.fail {
-            Some(c) if c == call && self.not_leader => Err(ExternalError::fenced(
+            Some(c) if c == call && self.not_leader => Err(ExternalError::refused(
                 call,
-                manager::FencedError::NotLeader(manager::NotLeader {
+                manager::NotLeader {
                     identity: "me".into(),
                     lease: "l".into(),
                     ended_at: "now".into(),
                     reason: "lost".into(),
-                }),
+                },
             )),
             Some(c) if c == call => Err(ExternalError::new(format!("{call} exploded"))),
             _ => Ok(()),
@@ -98,7 +98,7 @@ struct FakeConnector(Script);
 impl ExternalConnector<Thing> for FakeConnector {
     type Client = Script;
 
-    async fn connect(&self, _: &FencedClient, _: &Thing) -> Result<Script, ExternalError> {
+    async fn connect(&self, _: &kube::Client, _: &Fence, _: &Thing) -> Result<Script, ExternalError> {
         self.0.record("connect")?;
         Ok(self.0.clone())
     }
@@ -320,7 +320,8 @@ async fn reconcile_over(stored: Thing, mr: Thing, script: Script, options: Optio
     let shared = Shared {
         connector: Arc::new(FakeConnector(script)),
         options,
-        client: FencedClient::new(client, fence),
+        client: manager::fence_client(client, &fence),
+        fence,
         recorder: Recorder::new("managed/thing", "test"),
         mr_metrics: ManagedMetrics::new(&registry).expect("managed metrics"),
     };

@@ -160,7 +160,7 @@ async fn count_while_leading(
     }
     let ns = namespace.clone();
     ctx.spawn_child(HEARTBEAT, move |child| heartbeat(child, ns, resync))?;
-    let api = ctx.client().namespaced::<ConfigMap>(&namespace);
+    let api = ctx.namespaced::<ConfigMap>(&namespace);
     let params = PatchParams::apply(CONTROLLER).force();
     let transitions = ctx.term().transitions.map(|t| t.to_string()).unwrap_or_default();
     loop {
@@ -183,7 +183,7 @@ async fn count_while_leading(
                 metrics.observe(CONTROLLER, ReconcileResult::Success, started.elapsed());
                 tracing::debug!(count, "count written");
             }
-            Err(e) if e.is_not_leader() => {
+            Err(e) if manager::fence::is_not_leader(&e) => {
                 metrics.observe(CONTROLLER, ReconcileResult::Error, started.elapsed());
                 tracing::info!(error = %e, "write refused; waiting for the manager to stop this term");
                 ctx.cancelled().await;
@@ -205,7 +205,7 @@ async fn count_while_leading(
 /// The child runnable: a heartbeat written while the term lasts.
 async fn heartbeat(ctx: TermContext, namespace: String, period: Duration) -> Result<(), BoxError> {
     tracing::info!(child = HEARTBEAT, "child runnable started");
-    let api = ctx.client().namespaced::<ConfigMap>(&namespace);
+    let api = ctx.namespaced::<ConfigMap>(&namespace);
     let params = PatchParams::apply(HEARTBEAT).force();
     let mut beat: u64 = 0;
     loop {
@@ -219,7 +219,7 @@ async fn heartbeat(ctx: TermContext, namespace: String, period: Duration) -> Res
             .await
         {
             Ok(_) => {}
-            Err(e) if e.is_not_leader() => break,
+            Err(e) if manager::fence::is_not_leader(&e) => break,
             Err(e) => tracing::warn!(error = %e, "cannot write the heartbeat; retrying"),
         }
         tokio::select! {
