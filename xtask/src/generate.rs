@@ -151,7 +151,9 @@ pub fn run(check: bool, registry: &Registry) -> anyhow::Result<i32> {
         if drift.is_empty() {
             return Ok(1);
         }
-        eprintln!("[generate] deploy/ differs from the code; run `cargo xtask generate`:");
+        eprintln!(
+            "[generate] deploy/ or the README differ from the code and docs/*.json; run `cargo xtask generate`:"
+        );
         for d in &drift {
             eprintln!("  {d}");
         }

@@ -90,7 +90,8 @@ enum Command {
     },
     /// Write deploy/ from the code: CRDs, per-binary kustomize bases (Deployment, RBAC, PDB), kustomization.
     Generate {
-        /// Only compare: exit non-zero, listing the files, when deploy/ differs from the code.
+        /// Only compare: exit non-zero, listing what differs, when deploy/ or the README figures differ from the
+        /// code and docs/*.json, or when an artifact under docs/ is stale or lacks its provenance.
         #[arg(long)]
         check: bool,
         /// Name the images `<PREFIX>/<binary>:<version>` in deploy/ and the chart (e.g. `ghcr.io/acme`;
