@@ -223,7 +223,8 @@ fn check_one(root: &Path, docs: &Path, a: &Artifact, json: &Value) -> anyhow::Re
         .map_or(true, |s| !s.success())
     {
         problems.push(format!(
-            "docs/{} names commit {}, which this repository does not have; run `{}`",
+            "docs/{} names commit {}, which this repository does not have (a shallow clone lacks history: \
+             `git fetch --unshallow`); if the commit is gone, run `{}`",
             a.json,
             short(commit),
             a.command
@@ -260,7 +261,8 @@ fn git(root: &Path, args: &[&str]) -> anyhow::Result<String> {
         .with_context(|| format!("running git {}", args.join(" ")))?;
     if !out.status.success() {
         bail!(
-            "git {} failed: {}",
+            "git {} failed: {}; artifacts name the commit they measured, so run this in a git checkout of \
+             the repository",
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
         );
