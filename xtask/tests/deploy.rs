@@ -112,6 +112,8 @@ fn expectations(binary: &str) -> (Vec<Request>, Vec<Request>) {
         ("coordination.k8s.io", "leases", "update", true, LEASE),
         ("coordination.k8s.io", "leases", "create", true, None),
         ("events.k8s.io", "events", "create", true, None),
+        // Its own Pod, watched so that the leader leaves as soon as it is deleted.
+        ("", "pods", "watch", true, None),
     ];
     let mut denied: Vec<Request> = vec![
         (

@@ -39,7 +39,7 @@
 //! one way to ask whether a failed write was refused),
 //! [`term`] (what gated work receives), [`runnable`] (always-runnables), [`readiness`], [`health`],
 //! [`metrics`] (the registry and controller-runtime's reconcile metrics), [`workqueue`] (controller-runtime's
-//! `workqueue_*`), [`process_metrics`] (the `process_*` series the prometheus crate lacks), [`rest_metrics`] (client-go's `rest_client_requests_total`), [`admin`] (the HTTP endpoints), and the crate-private supervisor, task group and signal
+//! `workqueue_*`), [`process_metrics`] (the `process_*` series the prometheus crate lacks), [`rest_metrics`] (client-go's `rest_client_requests_total`), [`own_pod`] (the leader leaves as soon as its own Pod is deleted), [`admin`] (the HTTP endpoints), and the crate-private supervisor, task group and signal
 //! handling. Why gating works as it does is in the supervisor's docs, repeated on [`Manager::run`].
 #![forbid(unsafe_code)]
 
@@ -59,6 +59,7 @@ pub mod health;
 pub mod logging;
 mod manager;
 pub mod metrics;
+pub mod own_pod;
 pub mod process_metrics;
 pub mod rbac;
 pub mod readiness;

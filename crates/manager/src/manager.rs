@@ -12,6 +12,7 @@ use crate::client::{BinaryInfo, Clients, user_agent};
 use crate::error::Error;
 use crate::health::{DEFAULT_HEALTH_TOLERANCE, Health};
 use crate::metrics::Metrics;
+use crate::own_pod;
 use crate::readiness::Readiness;
 use crate::runnable::{self, AlwaysContext, AlwaysFn, GatedFn};
 use crate::settings::{Settings, usage_error};
@@ -237,9 +238,19 @@ impl Manager {
             health_tolerance,
             handle_signals,
         } = self;
+        let signalled = CancellationToken::new();
         if handle_signals {
-            crate::signals::install(shutdown.clone()).map_err(Error::Signals)?;
+            crate::signals::install(shutdown.clone(), signalled.clone()).map_err(Error::Signals)?;
         }
+        let own_pod = match (&settings.own_pod, &elector) {
+            (Some(pod), Some(e)) => Some(tokio::spawn(own_pod::watch_own_pod(
+                clients.main.clone(),
+                pod.clone(),
+                e.leadership(),
+                shutdown.clone(),
+            ))),
+            _ => None,
+        };
         let health = match &elector {
             Some(e) => {
                 Health::with_election(e.leadership(), settings.timings.lease_duration, health_tolerance)
@@ -295,6 +306,21 @@ impl Manager {
             None => supervisor.run_unelected().await,
             Some(elector) => supervisor.run_elected(elector, health).await,
         };
+
+        // Left on the Pod's deletion: keep serving (webhooks, probes) until the kubelet's signal, so that
+        // it finds no exited container to restart before it has seen the deletion itself.
+        if let Some(task) = own_pod {
+            let left = if task.is_finished() {
+                matches!(task.await, Ok(own_pod::Outcome::LeftOnDeletion))
+            } else {
+                task.abort();
+                false
+            };
+            if left && handle_signals {
+                tracing::info!("leader work stopped and the lease released; waiting for SIGTERM to exit");
+                signalled.cancelled().await;
+            }
+        }
 
         // Always-runnables stop after leader work (and the release), the admin server last.
         let report = always_group.stop(settings.graceful_shutdown_timeout).await;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::args::{Args, LogFormat, OnLostLeadership};
 use crate::bind::BindAddress;
+use crate::own_pod::OwnPod;
 use election::{ConfigError, TimingFlags, Timings};
 
 /// Where Kubernetes mounts the pod's namespace.
@@ -117,6 +118,9 @@ pub struct Settings {
     pub identity: String,
     /// The election, or `None` when leader election is off.
     pub election: Option<ElectionSettings>,
+    /// The Pod this replica runs in (`POD_NAMESPACE`, `POD_NAME`), watched while leader election is on
+    /// so that the leader leaves as soon as its Pod is deleted ([`crate::own_pod`]).
+    pub own_pod: Option<OwnPod>,
     /// The election's timings, validated even when leader election is off.
     pub timings: Timings,
     /// The /metrics listener.
@@ -217,9 +221,11 @@ impl Args {
             return Err(UsageError::new("log-level", format!("{:?}: {e}", self.log_level)));
         }
 
+        let own_pod = election.as_ref().and_then(|_| OwnPod::from_env());
         Ok(Settings {
             identity,
             election,
+            own_pod,
             timings,
             metrics_bind_address: self.metrics_bind_address,
             health_probe_bind_address: self.health_probe_bind_address,

@@ -7,8 +7,9 @@
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
-/// Installs the handlers. `shutdown` is cancelled on the first signal.
-pub(crate) fn install(shutdown: CancellationToken) -> std::io::Result<()> {
+/// Installs the handlers. `shutdown` and `signalled` are cancelled on the first signal (`signalled` only
+/// by a signal, so that a shutdown asked for otherwise can still wait for one).
+pub(crate) fn install(shutdown: CancellationToken, signalled: CancellationToken) -> std::io::Result<()> {
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     tokio::spawn(async move {
@@ -22,6 +23,7 @@ pub(crate) fn install(shutdown: CancellationToken) -> std::io::Result<()> {
             if first {
                 tracing::info!(signal = name, "shutting down; a second signal exits at once");
                 shutdown.cancel();
+                signalled.cancel();
                 first = false;
             } else {
                 tracing::warn!(

@@ -63,6 +63,8 @@ pub struct Opts {
     pub identity: String,
     pub election: bool,
     pub extra: Vec<String>,
+    /// Environment variables set for the replica (after the test's own are removed).
+    pub env: Vec<(String, String)>,
 }
 
 impl Opts {
@@ -75,6 +77,7 @@ impl Opts {
             identity: identity.to_owned(),
             election: true,
             extra: Vec::new(),
+            env: Vec::new(),
         }
     }
 
@@ -117,6 +120,7 @@ impl Replica {
             .args(["--resync-period", "200ms", "--graceful-shutdown-timeout", "10s"])
             .args(TIMINGS)
             .args(&opts.extra)
+            .envs(opts.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
