@@ -288,6 +288,16 @@ pub async fn core_start(
     mgr.add_gated(revision::CONTROLLER_NAME, move |ctx: TermContext| {
         revision::run(ctx, selector.clone(), revision_metrics.clone())
     });
+    let packages = crate::pkg::Options {
+        selector: args.watch_label_selector.clone(),
+        metrics: metrics.clone(),
+        namespace: args.namespace.clone(),
+        user_agent: format!("{}/{}", binary.name, binary.version),
+        runtime: false,
+    };
+    mgr.add_gated(crate::pkg::CONTROLLER_NAME, move |ctx: TermContext| {
+        crate::pkg::run(ctx, packages.clone())
+    });
     let options = definition::Options {
         selector: args.watch_label_selector,
         poll: args.poll_interval,

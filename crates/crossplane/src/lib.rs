@@ -7,7 +7,7 @@
 //! [`definition`] (the XRD controller, which starts one composite controller per XRD as a child of the
 //! term), [`revision`] (Composition → CompositionRevision), [`composite`] (the XR reconciler),
 //! [`rbac`] (the RBAC manager), [`roles`] (the user-facing crossplane-admin/edit/view/browse roles),
-//! [`init`] (`core init`, `rbac init`), [`upstream_flags`] (upstream's flags and what we do with
+//! [`init`] (`core init`, `rbac init`), [`pkg`] (the package manager), [`upstream_flags`] (upstream's flags and what we do with
 //! each), [`upstream_rbac`] (what upstream's core may do by default), [`render_command`] (`crossplane render`) and [`error`]. Controller wiring, backoff and
 //! reconcile metrics are the manager's ([`manager::controller::ControllerBuilder`]).
 #![forbid(unsafe_code)]
@@ -18,6 +18,7 @@ pub mod composite;
 pub mod definition;
 pub mod error;
 pub mod init;
+pub mod pkg;
 pub mod rbac;
 pub mod render_command;
 pub mod revision;
@@ -54,6 +55,7 @@ pub fn core_rbac_needs() -> Vec<manager::rbac::Rule> {
     rules.extend(composite::rbac_needs());
     rules.extend(claim::rbac_needs());
     rules.extend(init::rbac_needs());
+    rules.extend(pkg::rbac_needs());
     manager::rbac::normalize(rules)
 }
 

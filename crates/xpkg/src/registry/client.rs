@@ -108,6 +108,39 @@ impl Client {
         Ok(self.manifest(reference, creds).await?.digest)
     }
 
+    /// The tags of `reference`'s repository (`GET /v2/<repository>/tags/list`), as the registry lists
+    /// them; the package manager picks a dependency's version from these.
+    pub async fn tags(&self, reference: &Reference, creds: Option<&Credentials>) -> Result<Vec<String>> {
+        #[derive(serde::Deserialize)]
+        struct Tags {
+            #[serde(default)]
+            tags: Option<Vec<String>>,
+        }
+        let url = format!("{}/tags/list", repo_url(reference));
+        let a = self
+            .send(
+                reference,
+                creds,
+                Method::GET,
+                &url,
+                {
+                    let mut h = HeaderMap::new();
+                    h.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+                    h
+                },
+                Bytes::new(),
+                MAX_MANIFEST_BYTES,
+                REQUEST_TIMEOUT,
+            )
+            .await?;
+        check(reference, &Method::GET, &url, &a)?;
+        let tags: Tags = serde_json::from_slice(&a.body).map_err(|e| Error::BadContent {
+            what: format!("the tag list of {}", reference.source()),
+            reason: e.to_string(),
+        })?;
+        Ok(tags.tags.unwrap_or_default())
+    }
+
     /// The manifest `reference` names (by digest when it has one, which is then checked).
     pub async fn manifest(&self, reference: &Reference, creds: Option<&Credentials>) -> Result<Manifest> {
         let url = manifest_url(reference);

@@ -1,0 +1,230 @@
+//! Installing a revision's objects (upstream `revision/establisher.go`): CRDs of a Provider, XRDs and
+//! Compositions of a Configuration.
+//!
+//! Every object is first written as a server-side dry run; only when all of them pass are they
+//! written for real, so a package with one bad object installs nothing. Each object gets the
+//! controller reference to the active revision and a plain owner reference to its package. An object
+//! that another package's revision (or anything else that is not this package) controls is a conflict,
+//! reported in words; one that a sibling revision of the same package controls is taken over, which
+//! is how an upgrade moves its CRDs to the new revision.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::core::ApiResource;
+use kube::{Api, ResourceExt};
+use serde_json::{Value, json};
+
+use super::kind::Kind;
+use super::object::controller_of;
+use crate::error::Error;
+
+/// The field manager of installed objects.
+pub const FIELD_MANAGER: &str = "pkg.crossplane.io/revision";
+
+/// An object of a package to install.
+#[derive(Debug, Clone)]
+pub struct Install {
+    /// Its API.
+    pub api: ApiResource,
+    /// The object as the package carries it.
+    pub object: Value,
+    /// Its name.
+    pub name: String,
+}
+
+impl Install {
+    /// The object's API resource from its apiVersion and kind (the few kinds packages install).
+    pub fn of(object: &Value) -> Result<Install, String> {
+        let api_version = object
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let kind = object.get("kind").and_then(Value::as_str).unwrap_or_default();
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| format!("a {kind} in the package has no metadata.name"))?;
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        Ok(Install {
+            api: ApiResource {
+                group: group.into(),
+                version: version.into(),
+                api_version: api_version.into(),
+                kind: kind.into(),
+                plural: format!("{}s", kind.to_lowercase()),
+            },
+            object: object.clone(),
+            name: name.to_string(),
+        })
+    }
+
+    /// `Kind name`, as messages name it.
+    pub fn describe(&self) -> String {
+        format!("{} {}", self.api.kind, self.name)
+    }
+}
+
+/// Who controls an existing object, when it is not this package.
+#[derive(Debug)]
+pub struct Conflict {
+    /// The object.
+    pub object: String,
+    /// Its controller.
+    pub controller: OwnerReference,
+    /// The controller's package, when the controller is a revision.
+    pub package: Option<String>,
+}
+
+impl std::fmt::Display for Conflict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let by = match &self.package {
+            Some(p) => format!("{} {} of package {p}", self.controller.kind, self.controller.name),
+            None => format!("{} {}", self.controller.kind, self.controller.name),
+        };
+        write!(
+            f,
+            "{} is already controlled by {by}; an object belongs to one package: uninstall the other \
+             package, or install a package that does not carry {}",
+            self.object, self.object
+        )
+    }
+}
+
+/// Installs `objects` for revision `rev` (of package `package`, kind `kind`): checks who controls
+/// each, dry-runs every write, then writes. Returns the installed objects' references
+/// (`status.objectRefs`).
+pub async fn establish(
+    client: &kube::Client,
+    kind: Kind,
+    rev: &DynamicObject,
+    package_owner: &OwnerReference,
+    rev_owner: &OwnerReference,
+    objects: &[Install],
+) -> Result<Vec<Value>, String> {
+    let revs: Api<DynamicObject> = Api::all_with(client.clone(), &kind.revision());
+    let package = package_owner.name.clone();
+    let mut planned = Vec::new();
+    for install in objects {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &install.api);
+        let existing = api.get_opt(&install.name).await.map_err(|e| {
+            format!(
+                "cannot read {}: {}",
+                install.describe(),
+                crate::error::explain(&e)
+            )
+        })?;
+        let mut refs = vec![rev_owner.clone(), package_owner.clone()];
+        if let Some(existing) = &existing {
+            let theirs = existing.owner_references();
+            if let Some(c) = controller_of(theirs).filter(|c| c.uid != rev_owner.uid) {
+                let sibling = if c.kind == kind.revision().kind {
+                    revs.get_opt(&c.name)
+                        .await
+                        .ok()
+                        .flatten()
+                        .and_then(|r| r.labels().get(apis::pkg::LABEL_PACKAGE).cloned())
+                } else {
+                    None
+                };
+                if sibling.as_deref() != Some(package.as_str()) {
+                    return Err(Conflict {
+                        object: install.describe(),
+                        controller: c.clone(),
+                        package: sibling,
+                    }
+                    .to_string());
+                }
+            }
+            // Keep every other owner; a sibling revision's controller reference becomes a plain one.
+            for r in theirs {
+                if r.uid != rev_owner.uid && r.uid != package_owner.uid {
+                    let mut r = r.clone();
+                    r.controller = Some(false);
+                    refs.push(r);
+                }
+            }
+        }
+        let mut desired = install.object.clone();
+        desired["metadata"]["ownerReferences"] = json!(refs);
+        if let Some(labels) = rev.data.pointer("/spec/commonLabels").and_then(Value::as_object) {
+            for (k, v) in labels {
+                desired["metadata"]["labels"][k] = v.clone();
+            }
+        }
+        planned.push((install, api, desired));
+    }
+    let pp = PatchParams::apply(FIELD_MANAGER).force();
+    for (install, api, desired) in &planned {
+        api.patch(&install.name, &pp.clone().dry_run(), &Patch::Apply(desired))
+            .await
+            .map_err(|e| {
+                format!(
+                    "{} cannot be installed: {}",
+                    install.describe(),
+                    crate::error::explain(&e)
+                )
+            })?;
+    }
+    let mut refs = Vec::new();
+    for (install, api, desired) in &planned {
+        let written = api
+            .patch(&install.name, &pp, &Patch::Apply(desired))
+            .await
+            .map_err(|e| {
+                format!(
+                    "cannot install {}: {}",
+                    install.describe(),
+                    crate::error::explain(&e)
+                )
+            })?;
+        refs.push(json!({
+            "apiVersion": install.api.api_version,
+            "kind": install.api.kind,
+            "name": install.name,
+            "uid": written.uid(),
+        }));
+    }
+    refs.sort_by_key(|r| (r["kind"].to_string(), r["name"].to_string()));
+    Ok(refs)
+}
+
+/// Releases what an inactive revision controls: its controller reference becomes a plain owner
+/// reference, so the active revision can take the objects and nothing is deleted.
+pub async fn release(client: &kube::Client, rev_uid: &str, object_refs: &[Value]) -> Result<(), Error> {
+    for r in object_refs {
+        let Ok(install) = Install::of(&json!({
+            "apiVersion": r["apiVersion"], "kind": r["kind"], "metadata": {"name": r["name"]},
+        })) else {
+            continue;
+        };
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &install.api);
+        let Some(obj) = api.get_opt(&install.name).await? else {
+            continue;
+        };
+        let refs = obj.owner_references();
+        if !refs
+            .iter()
+            .any(|o| o.uid == rev_uid && o.controller == Some(true))
+        {
+            continue;
+        }
+        let released: Vec<OwnerReference> = refs
+            .iter()
+            .cloned()
+            .map(|mut o| {
+                if o.uid == rev_uid {
+                    o.controller = Some(false);
+                }
+                o
+            })
+            .collect();
+        let patch = json!({"metadata": {
+            "ownerReferences": released,
+            "resourceVersion": obj.resource_version(),
+        }});
+        api.patch(&install.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+    }
+    Ok(())
+}

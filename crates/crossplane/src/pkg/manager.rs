@@ -1,0 +1,271 @@
+//! The package manager (upstream `internal/controller/pkg/manager`): a Provider, Function or
+//! Configuration becomes a revision named after its package digest and generation.
+//!
+//! 1. Fetch the package to learn its digest (`Installed=False`, `UnpackingPackage`, with the fetch's
+//!    error in words when that fails; nothing else changes, so what runs keeps running).
+//! 2. The revision is `<package[:50]>-<sha256(digest|generation)[:12]>`, labelled
+//!    `pkg.crossplane.io/package=<package>`, controlled by the package, numbered highest + 1, Active
+//!    under the `Automatic` activation policy.
+//! 3. **Deviation, for an upgrade with no gap:** upstream deactivates every other revision at once.
+//!    Here the others stay Active until the current revision is healthy, and only then go Inactive;
+//!    a revision that never becomes healthy leaves the old one in charge.
+//! 4. Garbage collection: with `revisionHistoryLimit` ≠ 0, the lowest-numbered inactive revision goes
+//!    while there are more than limit + 1 (one per reconcile).
+//! 5. `Installed` follows the current revision's desired state, `Healthy` its health.
+//!
+//! The package's own labels are copied onto its revisions (upstream copies none), so a label selector
+//! given to `core start` selects a package's revisions too.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use apis::condition::{Condition, ConditionStatus};
+use apis::pkg::package::{
+    REASON_ACTIVE, REASON_HEALTHY, REASON_INACTIVE, REASON_UNHEALTHY, REASON_UNKNOWN_HEALTH,
+    REASON_UNPACKING, TYPE_HEALTHY, TYPE_INSTALLED,
+};
+use apis::pkg::{LABEL_PACKAGE, STATE_ACTIVE, STATE_INACTIVE};
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::{Api, ResourceExt};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::kind::Kind;
+use super::object::{self, owner_ref, str_at};
+use super::{Ctx, health};
+use crate::error::Error;
+
+/// The paused annotation.
+pub const ANNOTATION_PAUSED: &str = "crossplane.io/paused";
+
+/// The revision name of package `name` at `digest` and `generation`: upstream's `FriendlyID`.
+pub fn revision_name(name: &str, digest: &str, generation: i64) -> String {
+    let hash = format!("{:x}", Sha256::digest(format!("{digest}|{generation}")));
+    let head: String = name.chars().take(50).collect();
+    let head = head.trim_end_matches(['-', '.']);
+    format!("{head}-{}", &hash[..12])
+}
+
+/// One reconcile of a package of `kind`.
+pub async fn reconcile(kind: Kind, pkg: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let name = pkg.name_any();
+    if pkg.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let pkgs: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &kind.package());
+    if pkg.annotations().get(ANNOTATION_PAUSED).map(String::as_str) == Some("true") {
+        object::patch_status(&pkgs, &pkg, vec![Condition::reconcile_paused()], json!({})).await?;
+        return Ok(Action::await_change());
+    }
+    let revs: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &kind.revision());
+    let reference = str_at(&pkg, "/spec/package").unwrap_or_default().to_string();
+    let fetched = match ctx.source.fetch(&ctx.client, &pkg, &reference).await {
+        Ok(f) => f,
+        Err(e) => {
+            let c = Condition::new(TYPE_INSTALLED, ConditionStatus::False, REASON_UNPACKING)
+                .with_message(format!("cannot unpack the package {reference}: {e}"));
+            object::patch_status(&pkgs, &pkg, vec![c], json!({})).await?;
+            return Ok(Action::requeue(Duration::from_secs(30)));
+        }
+    };
+    let generation = pkg.metadata.generation.unwrap_or(0);
+    let rev_name = revision_name(&name, &fetched.digest, generation);
+    let lp = ListParams::default().labels(&format!("{LABEL_PACKAGE}={name}"));
+    let list = revs.list(&lp).await?.items;
+    let highest = list
+        .iter()
+        .filter_map(|r| r.data.pointer("/spec/revision").and_then(Value::as_i64))
+        .max()
+        .unwrap_or(0);
+    let automatic = str_at(&pkg, "/spec/revisionActivationPolicy").unwrap_or("Automatic") != "Manual";
+
+    let current = match list.iter().find(|r| r.name_any() == rev_name) {
+        Some(rev) => {
+            let number = rev
+                .data
+                .pointer("/spec/revision")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            let mut spec = serde_json::Map::new();
+            if number < highest {
+                spec.insert("revision".into(), json!(highest + 1));
+            }
+            if automatic && str_at(rev, "/spec/desiredState") != Some(STATE_ACTIVE) {
+                spec.insert("desiredState".into(), json!(STATE_ACTIVE));
+            }
+            if spec.is_empty() {
+                rev.clone()
+            } else {
+                revs.patch(
+                    &rev_name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&json!({"spec": spec})),
+                )
+                .await?
+            }
+        }
+        None => {
+            let rev = new_revision(kind, &pkg, &rev_name, &fetched, highest + 1, automatic)?;
+            match revs.create(&PostParams::default(), &rev).await {
+                Ok(r) => {
+                    tracing::info!(package = %name, revision = %rev_name, number = highest + 1, "created {}", kind.revision().kind);
+                    r
+                }
+                Err(kube::Error::Api(s)) if s.code == 409 => {
+                    return Ok(Action::requeue(Duration::from_secs(1)));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    };
+
+    let active = str_at(&current, "/spec/desiredState") == Some(STATE_ACTIVE);
+    let healthy = health(kind, &current, ctx.runtime);
+    // Hand over only to a healthy revision: the others stay Active until then.
+    if active && healthy == Some(true) {
+        for other in list.iter().filter(|r| r.name_any() != rev_name) {
+            if str_at(other, "/spec/desiredState") == Some(STATE_ACTIVE) {
+                revs.patch(
+                    &other.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&json!({"spec": {"desiredState": STATE_INACTIVE}})),
+                )
+                .await?;
+                tracing::info!(package = %name, revision = %other.name_any(), "deactivated the previous revision");
+            }
+        }
+    }
+    gc(&revs, &pkg, &list, &rev_name).await?;
+
+    let installed = if active {
+        Condition::new(TYPE_INSTALLED, ConditionStatus::True, REASON_ACTIVE)
+    } else {
+        Condition::new(TYPE_INSTALLED, ConditionStatus::False, REASON_INACTIVE)
+    };
+    let healthy = match healthy {
+        Some(true) => Condition::new(TYPE_HEALTHY, ConditionStatus::True, REASON_HEALTHY),
+        Some(false) => {
+            let why = super::unhealthy_message(kind, &current)
+                .unwrap_or_else(|| "the revision is not healthy".into());
+            Condition::new(TYPE_HEALTHY, ConditionStatus::False, REASON_UNHEALTHY)
+                .with_message(format!("{} {rev_name}: {why}", kind.revision().kind))
+        }
+        None => Condition::new(TYPE_HEALTHY, ConditionStatus::Unknown, REASON_UNKNOWN_HEALTH),
+    };
+    let fields = json!({
+        "currentRevision": rev_name,
+        "currentIdentifier": reference,
+        "resolvedPackage": reference,
+    });
+    object::patch_status(&pkgs, &pkg, vec![installed, healthy], fields).await?;
+    let pull_always = str_at(&pkg, "/spec/packagePullPolicy") == Some("Always");
+    Ok(if pull_always {
+        Action::requeue(Duration::from_secs(60))
+    } else {
+        Action::await_change()
+    })
+}
+
+fn new_revision(
+    kind: Kind,
+    pkg: &DynamicObject,
+    rev_name: &str,
+    fetched: &xpkg::Fetched,
+    number: i64,
+    automatic: bool,
+) -> Result<DynamicObject, Error> {
+    let name = pkg.name_any();
+    let mut labels = pkg.labels().clone();
+    labels.insert(LABEL_PACKAGE.to_string(), name.clone());
+    let spec_of = |field: &str| pkg.data.pointer(&format!("/spec/{field}")).cloned();
+    let mut spec = json!({
+        "desiredState": if automatic { STATE_ACTIVE } else { STATE_INACTIVE },
+        "image": str_at(pkg, "/spec/package").unwrap_or_default(),
+        "revision": number,
+    });
+    for field in [
+        "packagePullSecrets",
+        "packagePullPolicy",
+        "ignoreCrossplaneConstraints",
+        "skipDependencyResolution",
+        "commonLabels",
+        "commonAnnotations",
+        "runtimeConfigRef",
+    ] {
+        if let Some(v) = spec_of(field) {
+            spec[field] = v;
+        }
+    }
+    if kind.has_runtime() {
+        spec["tlsServerSecretName"] = json!(super::tls_secret_name(&name, "server"));
+        spec["tlsClientSecretName"] = json!(super::tls_secret_name(&name, "client"));
+    }
+    let owner = owner_ref(pkg, &kind.package().api_version, kind.name(), true)?;
+    let rev = json!({
+        "apiVersion": kind.revision().api_version,
+        "kind": kind.revision().kind,
+        "metadata": {
+            "name": rev_name,
+            "labels": labels,
+            "ownerReferences": [owner],
+            "annotations": {"pkg.crossplane.io/digest": fetched.digest},
+        },
+        "spec": spec,
+    });
+    Ok(serde_json::from_value(rev)?)
+}
+
+/// Deletes the lowest-numbered inactive revision while there are more than `revisionHistoryLimit`
+/// + 1 (one per reconcile; 0 keeps them all).
+async fn gc(
+    revs: &Api<DynamicObject>,
+    pkg: &DynamicObject,
+    list: &[DynamicObject],
+    current: &str,
+) -> Result<(), Error> {
+    let limit = pkg
+        .data
+        .pointer("/spec/revisionHistoryLimit")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    let count = list.len() + usize::from(!list.iter().any(|r| r.name_any() == current));
+    if limit == 0 || i64::try_from(count).unwrap_or(i64::MAX) <= limit + 1 {
+        return Ok(());
+    }
+    let oldest = list
+        .iter()
+        .filter(|r| r.name_any() != current && str_at(r, "/spec/desiredState") != Some(STATE_ACTIVE))
+        .min_by_key(|r| {
+            r.data
+                .pointer("/spec/revision")
+                .and_then(Value::as_i64)
+                .unwrap_or(0)
+        });
+    if let Some(old) = oldest {
+        match revs.delete(&old.name_any(), &DeleteParams::default()).await {
+            Ok(_) => {
+                tracing::info!(package = %pkg.name_any(), revision = %old.name_any(), "deleted an old revision (revisionHistoryLimit)")
+            }
+            Err(e) if crate::error::is_not_found(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn revision_names_are_friendly_ids_that_change_with_digest_and_generation() {
+        let a = revision_name("provider-nop", "sha256:aa", 1);
+        assert!(a.starts_with("provider-nop-"), "{a}");
+        assert_eq!(a.len(), "provider-nop-".len() + 12);
+        assert_ne!(a, revision_name("provider-nop", "sha256:aa", 2));
+        assert_ne!(a, revision_name("provider-nop", "sha256:bb", 1));
+        let long = revision_name(&"x".repeat(80), "sha256:aa", 1);
+        assert_eq!(long.len(), 63);
+    }
+}

@@ -1,0 +1,203 @@
+//! The package manager (upstream `internal/controller/pkg`): Providers, Functions and Configurations
+//! installed from xpkg packages in an OCI registry.
+//!
+//! Modules, one concept each: [`kind`] (the three package kinds as one value), [`manager`] (package →
+//! revision), [`revision`] (a revision's fetch, checks and install), [`establish`] (installing objects
+//! with a dry run first and controller references), [`resolver`] (dependencies through the Lock),
+//! [`constraint`] (semver constraints as packages write them), [`fetch`] (the registry fetch with pull
+//! secrets) and [`object`] (dynamic-object helpers). Every controller runs under the core's Lease,
+//! started by [`run`] as one gated runnable.
+
+pub mod constraint;
+pub mod establish;
+pub mod fetch;
+pub mod kind;
+pub mod manager;
+pub mod object;
+pub mod resolver;
+pub mod revision;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ::manager::controller::ControllerBuilder;
+use ::manager::{BoxError, ReconcileMetrics, TermContext};
+use apis::pkg::package::{TYPE_REVISION_HEALTHY, TYPE_RUNTIME_HEALTHY};
+use kube::Api;
+use kube::api::DynamicObject;
+use kube::runtime::{Controller, watcher};
+
+use self::fetch::Source;
+use self::kind::Kind;
+
+/// The Crossplane version this core stands for when a package's `crossplane.version` is checked.
+pub const CROSSPLANE_VERSION: &str = "v2.3.4";
+
+/// The controller's name in logs (one runnable for every package controller).
+pub const CONTROLLER_NAME: &str = "packages.pkg.crossplane.io";
+
+/// What the package controllers share.
+pub struct Ctx {
+    /// The term's client.
+    pub client: kube::Client,
+    /// The registry fetch.
+    pub source: Source,
+    /// Whether this core runs package runtimes, so Providers and Functions are healthy only with a
+    /// healthy runtime.
+    pub runtime: bool,
+}
+
+/// How the package manager runs.
+#[derive(Clone)]
+pub struct Options {
+    /// Only packages and revisions matching this label selector (for tests sharing one apiserver).
+    pub selector: Option<String>,
+    /// Reconcile metrics.
+    pub metrics: ReconcileMetrics,
+    /// The core's namespace (pull secrets, runtimes).
+    pub namespace: String,
+    /// The user agent for registries.
+    pub user_agent: String,
+    /// Whether the core runs package runtimes (upstream `--package-runtime=Deployment`).
+    pub runtime: bool,
+}
+
+/// The names of the TLS Secrets of package `name`: `<name>-tls-server`, `<name>-tls-client`, at most
+/// 253 characters.
+pub fn tls_secret_name(name: &str, which: &str) -> String {
+    let suffix = format!("-tls-{which}");
+    let head: String = name.chars().take(253 - suffix.len()).collect();
+    format!("{head}{suffix}")
+}
+
+/// A revision's health: `Some(true)` when its objects are established (and, for a kind with a
+/// runtime that this core runs, its runtime is healthy), `Some(false)` when either says it is not,
+/// `None` while unknown.
+pub fn health(kind: Kind, rev: &DynamicObject, runtime: bool) -> Option<bool> {
+    let conds = object::conditions(rev);
+    let get =
+        |t: &str| apis::condition::get(&conds, t).map(|c| c.status == apis::condition::ConditionStatus::True);
+    match get(TYPE_REVISION_HEALTHY) {
+        Some(false) => Some(false),
+        None => None,
+        Some(true) if kind.has_runtime() && runtime => get(TYPE_RUNTIME_HEALTHY),
+        Some(true) => Some(true),
+    }
+}
+
+/// Why a revision is unhealthy, from its conditions.
+pub fn unhealthy_message(kind: Kind, rev: &DynamicObject) -> Option<String> {
+    let _ = kind;
+    [TYPE_REVISION_HEALTHY, TYPE_RUNTIME_HEALTHY]
+        .into_iter()
+        .filter(|t| !object::is_true(rev, t))
+        .find_map(|t| object::message(rev, t))
+}
+
+/// Runs every package controller until the term ends.
+pub async fn run(ctx: TermContext, options: Options) -> Result<(), BoxError> {
+    let client = ctx.client().clone();
+    let shared = Arc::new(Ctx {
+        client: client.clone(),
+        source: Source::new(&options.user_agent, &options.namespace)?,
+        runtime: options.runtime,
+    });
+    let mut wc = watcher::Config::default();
+    if let Some(s) = &options.selector {
+        wc = wc.labels(s);
+    }
+    let mut tasks = Vec::new();
+    for kind in Kind::ALL {
+        let pkgs: Api<DynamicObject> = Api::all_with(client.clone(), &kind.package());
+        let revs: Api<DynamicObject> = Api::all_with(client.clone(), &kind.revision());
+        let controller = Controller::new_with(pkgs, wc.clone(), kind.package()).owns_with(
+            revs.clone(),
+            kind.revision(),
+            wc.clone(),
+        );
+        let name = format!("packages/{}.pkg.crossplane.io", kind.name().to_lowercase());
+        let token = ctx.token().clone();
+        let metrics = options.metrics.clone();
+        let c = shared.clone();
+        tasks.push(tokio::spawn(async move {
+            ControllerBuilder::new(name, controller)
+                .timeout(Duration::from_secs(60))
+                .metrics(&metrics)
+                .run(&token, move |o, c| manager::reconcile(kind, o, c), c)
+                .await;
+        }));
+        let controller = Controller::new_with(revs, wc.clone(), kind.revision());
+        let name = format!(
+            "packagerevisions/{}.pkg.crossplane.io",
+            kind.name().to_lowercase()
+        );
+        let token = ctx.token().clone();
+        let metrics = options.metrics.clone();
+        let c = shared.clone();
+        tasks.push(tokio::spawn(async move {
+            ControllerBuilder::new(name, controller)
+                .timeout(Duration::from_secs(180))
+                .metrics(&metrics)
+                .run(&token, move |o, c| revision::reconcile(kind, o, c), c)
+                .await;
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    Ok(())
+}
+
+/// The API access the package manager needs.
+pub fn rbac_needs() -> Vec<::manager::rbac::Rule> {
+    use ::manager::rbac::{OWN, READ, Rule};
+    let mut rules = Vec::new();
+    for kind in Kind::ALL {
+        let p = kind.package().plural;
+        let r = kind.revision().plural;
+        rules.push(Rule::plural(apis::pkg::GROUP, &p, &[""], OWN));
+        rules.push(Rule::plural(
+            apis::pkg::GROUP,
+            &p,
+            &["status"],
+            &["get", "patch", "update"],
+        ));
+        rules.push(Rule::plural(apis::pkg::GROUP, &p, &["finalizers"], &["update"]));
+        rules.push(Rule::plural(apis::pkg::GROUP, &r, &[""], OWN));
+        rules.push(Rule::plural(
+            apis::pkg::GROUP,
+            &r,
+            &["status"],
+            &["get", "patch", "update"],
+        ));
+        rules.push(Rule::plural(apis::pkg::GROUP, &r, &["finalizers"], &["update"]));
+    }
+    rules.push(Rule::plural(apis::pkg::GROUP, "locks", &[""], OWN));
+    rules.push(Rule::plural(
+        apis::pkg::GROUP,
+        "deploymentruntimeconfigs",
+        &[""],
+        READ,
+    ));
+    rules.push(Rule::plural(apis::pkg::GROUP, "imageconfigs", &[""], READ));
+    rules.push(Rule::plural(
+        "apiextensions.k8s.io",
+        "customresourcedefinitions",
+        &[""],
+        OWN,
+    ));
+    rules.push(Rule::plural(
+        "apiextensions.crossplane.io",
+        "compositeresourcedefinitions",
+        &[""],
+        OWN,
+    ));
+    rules.push(Rule::plural(
+        "apiextensions.crossplane.io",
+        "compositions",
+        &[""],
+        OWN,
+    ));
+    rules.push(Rule::plural("", "secrets", &[""], READ));
+    rules
+}

@@ -1,0 +1,272 @@
+//! The revision reconciler (upstream `internal/controller/pkg/revision`): an active revision fetches
+//! its package, checks it, resolves its dependencies and installs its objects.
+//!
+//! 1. Deleting: leave the Lock, drop the finalizer `revision.pkg.crossplane.io` (owner references
+//!    garbage-collect what it installed only when its package goes too).
+//! 2. Inactive: leave the Lock and release what it controls (the controller reference becomes a
+//!    plain owner reference). Nothing is deleted.
+//! 3. Active: fetch the package (from the cache by digest), require one meta object of the revision's
+//!    kind, copy its capabilities into the status, check `crossplane.version` against
+//!    [`CROSSPLANE_VERSION`](super::CROSSPLANE_VERSION) unless `ignoreCrossplaneConstraints`, record
+//!    itself in the Lock and resolve `dependsOn` ([`super::resolver`]) unless
+//!    `skipDependencyResolution`, and install its objects ([`super::establish`]).
+//! 4. `RevisionHealthy` is True once all of that holds, and False with the one reason in words
+//!    otherwise.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use apis::condition::{Condition, ConditionStatus};
+use apis::pkg::meta::Meta;
+use apis::pkg::package::{REASON_HEALTHY, REASON_UNHEALTHY, TYPE_REVISION_HEALTHY};
+use apis::pkg::{LABEL_PACKAGE, STATE_ACTIVE};
+use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Api, ResourceExt};
+use serde_json::{Value, json};
+
+use super::constraint::Constraint;
+use super::establish::{self, Install};
+use super::kind::Kind;
+use super::object::{self, owner_ref, str_at};
+use super::{CROSSPLANE_VERSION, Ctx, resolver};
+use crate::error::Error;
+
+/// The revision finalizer.
+pub const FINALIZER: &str = "revision.pkg.crossplane.io";
+
+/// What went wrong with a revision, for its condition.
+enum Outcome {
+    /// Installed: the object references and dependency counts.
+    Healthy(Vec<Value>, resolver::Resolved),
+    /// Not (yet) healthy: the reason in words, and whether to look again soon.
+    Unhealthy(String, Option<Duration>),
+}
+
+/// One reconcile of a revision of `kind`.
+pub async fn reconcile(kind: Kind, rev: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let name = rev.name_any();
+    let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &kind.revision());
+    if rev.metadata.deletion_timestamp.is_some() {
+        resolver::unlock(&ctx.client, &name).await?;
+        remove_finalizer(&api, &rev).await?;
+        return Ok(Action::await_change());
+    }
+    if rev.finalizers().iter().all(|f| f != FINALIZER) {
+        let mut finalizers = rev.finalizers().to_vec();
+        finalizers.push(FINALIZER.into());
+        api.patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                &json!({"metadata": {"finalizers": finalizers, "resourceVersion": rev.resource_version()}}),
+            ),
+        )
+        .await?;
+        return Ok(Action::await_change());
+    }
+    let refs: Vec<Value> = rev
+        .data
+        .pointer("/status/objectRefs")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if str_at(&rev, "/spec/desiredState") != Some(STATE_ACTIVE) {
+        resolver::unlock(&ctx.client, &name).await?;
+        if let Some(uid) = rev.uid() {
+            establish::release(&ctx.client, &uid, &refs).await?;
+        }
+        return Ok(Action::await_change());
+    }
+    let outcome = install(kind, &rev, &ctx).await?;
+    let (condition, fields, action) = match outcome {
+        Outcome::Healthy(refs, deps) => (
+            Condition::new(TYPE_REVISION_HEALTHY, ConditionStatus::True, REASON_HEALTHY),
+            json!({
+                "objectRefs": refs,
+                "foundDependencies": deps.found,
+                "installedDependencies": deps.installed,
+                "invalidDependencies": deps.invalid,
+            }),
+            Action::await_change(),
+        ),
+        Outcome::Unhealthy(why, again) => {
+            tracing::info!(revision = %name, reason = %why, "revision not healthy");
+            (
+                Condition::new(TYPE_REVISION_HEALTHY, ConditionStatus::False, REASON_UNHEALTHY)
+                    .with_message(why),
+                json!({}),
+                Action::requeue(again.unwrap_or(Duration::from_secs(60))),
+            )
+        }
+    };
+    object::patch_status(&api, &rev, vec![condition], fields).await?;
+    Ok(action)
+}
+
+async fn install(kind: Kind, rev: &DynamicObject, ctx: &Ctx) -> Result<Outcome, Error> {
+    let image = str_at(rev, "/spec/image").unwrap_or_default().to_string();
+    let fetched = match ctx.source.fetch(&ctx.client, rev, &image).await {
+        Ok(f) => f,
+        Err(e) => {
+            return Ok(Outcome::Unhealthy(
+                format!("cannot unpack the package {image}: {e}"),
+                Some(Duration::from_secs(30)),
+            ));
+        }
+    };
+    let package = &fetched.package;
+    if package.kind != kind.meta() {
+        return Ok(Outcome::Unhealthy(
+            format!(
+                "the package {image} is a {} package, not a {}; install it as a {}",
+                package.kind.as_str(),
+                kind.name(),
+                package.kind.as_str()
+            ),
+            None,
+        ));
+    }
+    let meta: Meta = match serde_json::from_value(package.meta.clone()) {
+        Ok(m) => m,
+        Err(e) => {
+            return Ok(Outcome::Unhealthy(
+                format!("the package's meta {} cannot be read: {e}", kind.name()),
+                None,
+            ));
+        }
+    };
+    let ignore = rev
+        .data
+        .pointer("/spec/ignoreCrossplaneConstraints")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if let Some(c) = meta.spec.crossplane.as_ref().filter(|_| !ignore) {
+        match Constraint::parse(&c.version) {
+            Ok(constraint) if constraint.matches(CROSSPLANE_VERSION) => {}
+            Ok(constraint) => {
+                return Ok(Outcome::Unhealthy(
+                    format!(
+                        "the package needs Crossplane {constraint}, and this core implements Crossplane \
+                         {CROSSPLANE_VERSION}; install a version of the package made for it, or set \
+                         spec.ignoreCrossplaneConstraints: true on the package"
+                    ),
+                    None,
+                ));
+            }
+            Err(e) => {
+                return Ok(Outcome::Unhealthy(
+                    format!("the package's crossplane.version constraint cannot be read: {e}"),
+                    None,
+                ));
+            }
+        }
+    }
+    let skip = rev
+        .data
+        .pointer("/spec/skipDependencyResolution")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let me = resolver::entry(kind, &rev.name_any(), &fetched.reference, &meta);
+    let packages = resolver::lock(&ctx.client, me.clone()).await?;
+    let deps = if skip {
+        resolver::Resolved::default()
+    } else {
+        match resolver::resolve(&ctx.client, &ctx.source, &me, &packages, rev.labels()).await {
+            Ok(r) => r,
+            Err(Ok(why)) => return Ok(Outcome::Unhealthy(why, Some(Duration::from_secs(30)))),
+            Err(Err(e)) => return Err(e),
+        }
+    };
+    if let Some(waiting) = &deps.waiting {
+        return Ok(Outcome::Unhealthy(waiting.clone(), Some(Duration::from_secs(3))));
+    }
+    let mut installs = Vec::new();
+    for o in &package.objects {
+        let k = o.get("kind").and_then(Value::as_str).unwrap_or_default();
+        if !kind.installs().contains(&k) {
+            continue;
+        }
+        match Install::of(o) {
+            Ok(i) => installs.push(i),
+            Err(e) => return Ok(Outcome::Unhealthy(e, None)),
+        }
+    }
+    let Some(pkg_owner) = rev
+        .owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true) && o.kind == kind.name())
+        .cloned()
+    else {
+        return Ok(Outcome::Unhealthy(
+            format!(
+                "the revision has no controlling {}; the package manager creates revisions, not users",
+                kind.name()
+            ),
+            None,
+        ));
+    };
+    if rev.labels().get(LABEL_PACKAGE) != Some(&pkg_owner.name) {
+        return Ok(Outcome::Unhealthy(
+            format!(
+                "the revision's {LABEL_PACKAGE} label does not name its package {}",
+                pkg_owner.name
+            ),
+            None,
+        ));
+    }
+    let mut pkg_ref = pkg_owner;
+    pkg_ref.controller = Some(false);
+    let rev_ref = owner_ref(rev, &kind.revision().api_version, &kind.revision().kind, true)?;
+    let refs = match establish::establish(&ctx.client, kind, rev, &pkg_ref, &rev_ref, &installs).await {
+        Ok(r) => r,
+        Err(why) => return Ok(Outcome::Unhealthy(why, Some(Duration::from_secs(30)))),
+    };
+    // CRDs must be established before the revision counts as healthy.
+    for r in &refs {
+        if r["kind"] == "CustomResourceDefinition" {
+            let crds: Api<
+                k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+            > = Api::all(ctx.client.clone());
+            let name = r["name"].as_str().unwrap_or_default();
+            let established = crds.get_opt(name).await?.is_some_and(|c| {
+                c.status
+                    .and_then(|s| s.conditions)
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"))
+            });
+            if !established {
+                return Ok(Outcome::Unhealthy(
+                    format!("waiting for CustomResourceDefinition {name} to be established"),
+                    Some(Duration::from_secs(1)),
+                ));
+            }
+        }
+    }
+    let caps = json!(meta.spec.capabilities);
+    if rev.data.pointer("/status/capabilities") != Some(&caps) && !meta.spec.capabilities.is_empty() {
+        let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &kind.revision());
+        api.patch_status(
+            &rev.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"capabilities": caps}})),
+        )
+        .await?;
+    }
+    Ok(Outcome::Healthy(refs, deps))
+}
+
+async fn remove_finalizer(api: &Api<DynamicObject>, rev: &DynamicObject) -> Result<(), Error> {
+    if rev.finalizers().iter().all(|f| f != FINALIZER) {
+        return Ok(());
+    }
+    let finalizers: Vec<&String> = rev.finalizers().iter().filter(|f| *f != FINALIZER).collect();
+    api.patch(
+        &rev.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(
+            &json!({"metadata": {"finalizers": finalizers, "resourceVersion": rev.resource_version()}}),
+        ),
+    )
+    .await?;
+    Ok(())
+}

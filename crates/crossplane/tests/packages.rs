@@ -1,0 +1,689 @@
+//! The package manager on the real apiserver and the test bed's real OCI registry (no node): packages
+//! built with `xpkg`'s builder and pushed to `Cluster::registry()`, installed through upstream-shaped
+//! `Provider` and `Configuration` manifests (only `spec.package` names the local registry) by the real
+//! `crossplane core start` process.
+//!
+//! The provider package is provider-nop's: its meta Provider and its NopResource CRD, whose group is
+//! made unique per test so tests sharing the apiserver never fight over one CRD.
+
+mod support;
+
+use std::time::Duration;
+
+use anyhow::Context;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+use kube::{Api, Client, CustomResourceExt, ResourceExt};
+use serde_json::{Value, json};
+use support::*;
+use xpkg::{Image, Package, Reference};
+
+const WAIT: Duration = Duration::from_secs(90);
+
+struct Bed {
+    client: Client,
+    registry: String,
+    id: String,
+    _core: Process,
+}
+
+impl Bed {
+    async fn start() -> anyhow::Result<Bed> {
+        let cluster = testenv::Cluster::shared()?;
+        let client = cluster.client().await?;
+        let registry = cluster
+            .registry()
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .host()
+            .to_string();
+        install_core_crds(&client).await?;
+        let id = unique();
+        let selector = format!("crossplane-rs.io/test={id}");
+        let core = Process::start(
+            cluster.kubeconfig(),
+            &["core", "start", "--watch-label-selector", &selector],
+            &format!("pkg-{id}"),
+        )?;
+        Ok(Bed {
+            client,
+            registry,
+            id,
+            _core: core,
+        })
+    }
+
+    /// `<registry>/<id>/<name>`.
+    fn source(&self, name: &str) -> String {
+        format!("{}/{}/{name}", self.registry, self.id)
+    }
+
+    fn api(&self, kind: &str) -> Api<DynamicObject> {
+        let plural = format!("{}s", kind.to_lowercase());
+        dynamic(&self.client, "pkg.crossplane.io", "v1", kind, &plural)
+    }
+
+    async fn push(&self, package: &Package, reference: &str) -> anyhow::Result<()> {
+        let image = Image::xpkg(package, None)?;
+        self.push_image(&image, reference).await
+    }
+
+    async fn push_image(&self, image: &Image, reference: &str) -> anyhow::Result<()> {
+        let client = xpkg::registry::Client::new("crossplane-rs-tests")?;
+        client.push(image, &Reference::parse(reference)?, None).await?;
+        Ok(())
+    }
+
+    /// Applies an upstream-shaped package manifest of `kind`.
+    async fn install(&self, kind: &str, name: &str, package: &str) -> anyhow::Result<()> {
+        apply(
+            &self.api(kind),
+            json!({
+                "apiVersion": "pkg.crossplane.io/v1", "kind": kind,
+                "metadata": {"name": name, "labels": {"crossplane-rs.io/test": self.id}},
+                "spec": {"package": package},
+            }),
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn set_package(&self, kind: &str, name: &str, package: &str) -> anyhow::Result<()> {
+        self.api(kind)
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"spec": {"package": package}})),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// The revisions of package `name`, lowest number first.
+    async fn revisions(&self, kind: &str, name: &str) -> anyhow::Result<Vec<Value>> {
+        let lp = ListParams::default().labels(&format!("pkg.crossplane.io/package={name}"));
+        let mut revs: Vec<Value> = self
+            .api(&format!("{kind}Revision"))
+            .list(&lp)
+            .await?
+            .items
+            .iter()
+            .map(json)
+            .collect();
+        revs.sort_by_key(|r| r["spec"]["revision"].as_i64().unwrap_or(0));
+        Ok(revs)
+    }
+
+    /// Waits until package `name` has condition `type_` with `status`; returns the package.
+    async fn wait_condition(
+        &self,
+        kind: &str,
+        name: &str,
+        type_: &str,
+        status: &str,
+    ) -> anyhow::Result<Value> {
+        let api = self.api(kind);
+        wait_for(&format!("{kind} {name} {type_}={status}"), WAIT, || {
+            let api = api.clone();
+            async move {
+                let obj = json(&api.get(name).await?);
+                Ok(condition(&obj, type_)
+                    .filter(|c| c["status"] == status)
+                    .map(|_| obj))
+            }
+        })
+        .await
+    }
+
+    /// Waits until the package's current revision has `RevisionHealthy` with `status`.
+    async fn wait_revision(&self, kind: &str, name: &str, status: &str) -> anyhow::Result<Value> {
+        let api = self.api(kind);
+        let revs = self.api(&format!("{kind}Revision"));
+        wait_for(
+            &format!("the current {kind}Revision of {name} RevisionHealthy={status}"),
+            WAIT,
+            || {
+                let (api, revs) = (api.clone(), revs.clone());
+                async move {
+                    let pkg = json(&api.get(name).await?);
+                    let Some(current) = pkg["status"]["currentRevision"].as_str() else {
+                        return Ok(None);
+                    };
+                    let rev = json(&revs.get(current).await?);
+                    Ok(condition(&rev, "RevisionHealthy")
+                        .filter(|c| c["status"] == status)
+                        .map(|_| rev))
+                }
+            },
+        )
+        .await
+    }
+
+    async fn crd(&self, name: &str) -> anyhow::Result<CustomResourceDefinition> {
+        let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        Ok(api.get(name).await?)
+    }
+}
+
+async fn install_core_crds(client: &Client) -> anyhow::Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let pp = PatchParams::apply("crossplane-rs-tests").force();
+    let crds = crossplane::crds();
+    for crd in &crds {
+        api.patch(&crd.name_any(), &pp, &Patch::Apply(crd)).await?;
+    }
+    for crd in &crds {
+        let name = crd.name_any();
+        let api = api.clone();
+        wait_for(&format!("CRD {name} established"), WAIT, || {
+            let (api, name) = (api.clone(), name.clone());
+            async move { Ok(api.get(&name).await.ok().filter(crd_established)) }
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+/// provider-nop's NopResource CRD in group `<group>`.
+fn nop_crd(group: &str) -> Value {
+    let mut crd = json(&provider_nop::types::NopResource::crd());
+    crd["metadata"] = json!({"name": format!("nopresources.{group}")});
+    crd["spec"]["group"] = json!(group);
+    crd.as_object_mut().map(|o| o.remove("status"));
+    crd
+}
+
+fn meta(kind: &str, name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "meta.pkg.crossplane.io/v1", "kind": kind, "metadata": {"name": name}, "spec": spec})
+}
+
+/// provider-nop's package with its CRD in group `<group>` (and `extra` CRDs).
+fn provider_package(group: &str, spec: Value, extra: &[&str]) -> anyhow::Result<Package> {
+    let mut objects = vec![nop_crd(group)];
+    for g in extra {
+        objects.push(nop_crd(g));
+    }
+    Ok(Package::new(meta("Provider", "provider-nop", spec), objects)?)
+}
+
+fn controller(obj: &Value) -> Option<(String, String)> {
+    obj["metadata"]["ownerReferences"]
+        .as_array()?
+        .iter()
+        .find(|o| o["controller"] == true)
+        .map(|o| {
+            (
+                o["kind"].as_str().unwrap_or_default().to_string(),
+                o["name"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+}
+
+/// Installs provider-nop v1 as `name` and waits until it is Installed with a healthy revision.
+async fn install_good_provider(bed: &Bed, name: &str, group: &str) -> anyhow::Result<Value> {
+    let source = bed.source(name);
+    bed.push(
+        &provider_package(group, json!({"crossplane": {"version": ">=v1.20.0"}}), &[])?,
+        &format!("{source}:v1.0.0"),
+    )
+    .await?;
+    bed.install("Provider", name, &format!("{source}:v1.0.0")).await?;
+    bed.wait_condition("Provider", name, "Installed", "True").await?;
+    bed.wait_revision("Provider", name, "True").await
+}
+
+/// After a bad input: the first revision is still Active and still controls its CRD.
+async fn still_running(bed: &Bed, name: &str, first: &Value, group: &str) -> anyhow::Result<()> {
+    let revs = bed.revisions("Provider", name).await?;
+    let old = revs
+        .iter()
+        .find(|r| r["metadata"]["name"] == first["metadata"]["name"])
+        .context("the first revision is gone")?;
+    assert_eq!(old["spec"]["desiredState"], "Active", "{old}");
+    let crd = json(&bed.crd(&format!("nopresources.{group}")).await?);
+    assert_eq!(
+        controller(&crd).map(|c| c.1),
+        first["metadata"]["name"].as_str().map(String::from),
+        "the CRD is still controlled by the first revision"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_package_installs_its_crds_and_upgrades_to_a_new_revision() -> anyhow::Result<()> {
+    let bed = Bed::start().await?;
+    let name = format!("{}-provider-nop", bed.id);
+    let group = format!("{}.nop.example.org", bed.id);
+    let rev1 = install_good_provider(&bed, &name, &group).await?;
+    let rev1_name = rev1["metadata"]["name"].as_str().context("name")?.to_string();
+    assert!(
+        rev1_name.starts_with(&format!("{name}-")) && rev1_name.len() == name.len() + 13,
+        "{rev1_name}"
+    );
+    assert_eq!(rev1["metadata"]["labels"]["pkg.crossplane.io/package"], name);
+    assert_eq!(rev1["spec"]["revision"], 1);
+    assert_eq!(rev1["spec"]["desiredState"], "Active");
+    assert_eq!(rev1["spec"]["tlsServerSecretName"], format!("{name}-tls-server"));
+    assert_eq!(controller(&rev1), Some(("Provider".into(), name.clone())));
+    let crd = json(&bed.crd(&format!("nopresources.{group}")).await?);
+    assert_eq!(
+        controller(&crd),
+        Some(("ProviderRevision".into(), rev1_name.clone()))
+    );
+    let owners: Vec<&str> = crd["metadata"]["ownerReferences"]
+        .as_array()
+        .context("owners")?
+        .iter()
+        .filter_map(|o| o["kind"].as_str())
+        .collect();
+    assert!(
+        owners.contains(&"Provider"),
+        "the package owns its CRD too: {owners:?}"
+    );
+    assert_eq!(
+        rev1["status"]["objectRefs"][0]["name"],
+        format!("nopresources.{group}")
+    );
+    let pkg = json(&bed.api("Provider").get(&name).await?);
+    assert_eq!(pkg["status"]["currentRevision"], rev1_name.as_str());
+    assert_eq!(
+        condition(&pkg, "Installed").context("Installed")?["reason"],
+        "ActivePackageRevision"
+    );
+    let lock = dynamic(&bed.client, "pkg.crossplane.io", "v1beta1", "Lock", "locks")
+        .get("lock")
+        .await?;
+    let lock = json(&lock);
+    assert!(
+        lock["packages"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|p| p["name"] == rev1_name.as_str()
+                && p["source"] == bed.source(&name)
+                && p["version"] == "v1.0.0")),
+        "the Lock records the revision: {lock}"
+    );
+
+    // v2 adds a CRD: a second revision takes over, the first goes Inactive and keeps nothing.
+    let group2 = format!("{}.nop2.example.org", bed.id);
+    let source = bed.source(&name);
+    bed.push(
+        &provider_package(&group, json!({}), &[&group2])?,
+        &format!("{source}:v2.0.0"),
+    )
+    .await?;
+    bed.set_package("Provider", &name, &format!("{source}:v2.0.0"))
+        .await?;
+    let rev2 = wait_for("the second revision healthy and the first inactive", WAIT, || {
+        let bed = &bed;
+        let name = name.clone();
+        async move {
+            let revs = bed.revisions("Provider", &name).await?;
+            Ok((revs.len() == 2
+                && revs[0]["spec"]["desiredState"] == "Inactive"
+                && revs[1]["spec"]["desiredState"] == "Active"
+                && condition(&revs[1], "RevisionHealthy").is_some_and(|c| c["status"] == "True"))
+            .then(|| revs[1].clone()))
+        }
+    })
+    .await?;
+    let rev2_name = rev2["metadata"]["name"].as_str().context("name")?.to_string();
+    assert_eq!(rev2["spec"]["revision"], 2);
+    let crd = json(&bed.crd(&format!("nopresources.{group}")).await?);
+    assert_eq!(
+        controller(&crd),
+        Some(("ProviderRevision".into(), rev2_name.clone()))
+    );
+    assert!(bed.crd(&format!("nopresources.{group2}")).await.is_ok());
+    wait_for("the package on the second revision", WAIT, || {
+        let api = bed.api("Provider");
+        let (name, rev2_name) = (name.clone(), rev2_name.clone());
+        async move {
+            let p = json(&api.get(&name).await?);
+            Ok((p["status"]["currentRevision"] == rev2_name.as_str()
+                && condition(&p, "Healthy").is_some_and(|c| c["status"] == "True"))
+            .then_some(()))
+        }
+    })
+    .await?;
+
+    // v3: revisionHistoryLimit 1 keeps the current and one inactive revision.
+    bed.push(
+        &provider_package(&group, json!({}), &[&group2])?,
+        &format!("{source}:v3.0.0"),
+    )
+    .await?;
+    bed.set_package("Provider", &name, &format!("{source}:v3.0.0"))
+        .await?;
+    wait_for("the oldest revision garbage-collected", WAIT, || {
+        let bed = &bed;
+        let name = name.clone();
+        let rev1_name = rev1_name.clone();
+        async move {
+            let revs = bed.revisions("Provider", &name).await?;
+            Ok((revs.len() == 2
+                && revs.iter().all(|r| r["metadata"]["name"] != rev1_name.as_str())
+                && revs[1]["spec"]["revision"] == 3
+                && revs[0]["spec"]["desiredState"] == "Inactive")
+                .then_some(()))
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configuration_installs_its_xrd_composition_and_missing_provider_dependency() -> anyhow::Result<()>
+{
+    let bed = Bed::start().await?;
+    let group = format!("{}.nop.example.org", bed.id);
+    let provider_source = bed.source("provider-dep");
+    bed.push(
+        &provider_package(&group, json!({}), &[])?,
+        &format!("{provider_source}:v1.0.0"),
+    )
+    .await?;
+    bed.push(
+        &provider_package(&group, json!({}), &[])?,
+        &format!("{provider_source}:v1.1.0"),
+    )
+    .await?;
+    let xgroup = format!("{}.example.org", bed.id);
+    let xrd = json!({
+        "apiVersion": "apiextensions.crossplane.io/v2", "kind": "CompositeResourceDefinition",
+        "metadata": {"name": format!("xnops.{xgroup}")},
+        "spec": {"group": xgroup, "scope": "Cluster", "names": {"kind": "XNop", "plural": "xnops"},
+                 "versions": [{"name": "v1", "referenceable": true, "served": true,
+                     "schema": {"openAPIV3Schema": {"type": "object"}}}]},
+    });
+    let comp = json!({
+        "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+        "metadata": {"name": format!("xnops-{}", bed.id)},
+        "spec": {"compositeTypeRef": {"apiVersion": format!("{xgroup}/v1"), "kind": "XNop"},
+                 "mode": "Pipeline", "pipeline": [{"step": "nothing", "functionRef": {"name": "function-x"}}]},
+    });
+    let cfg = Package::new(
+        meta(
+            "Configuration",
+            "platform",
+            json!({"dependsOn": [{"apiVersion": "pkg.crossplane.io/v1", "kind": "Provider",
+                                  "package": provider_source, "version": ">=v1.0.0"}]}),
+        ),
+        vec![xrd, comp],
+    )?;
+    let cfg_source = bed.source("platform");
+    bed.push(&cfg, &format!("{cfg_source}:v1.0.0")).await?;
+    let name = format!("{}-platform", bed.id);
+    bed.install("Configuration", &name, &format!("{cfg_source}:v1.0.0"))
+        .await?;
+    let rev = bed.wait_revision("Configuration", &name, "True").await?;
+    bed.wait_condition("Configuration", &name, "Healthy", "True")
+        .await?;
+    assert_eq!(rev["status"]["foundDependencies"], 1);
+    assert_eq!(rev["status"]["installedDependencies"], 1);
+    let dep_name = format!("{}-provider-dep", bed.id);
+    let provider = json(&bed.api("Provider").get(&dep_name).await?);
+    assert_eq!(
+        provider["spec"]["package"],
+        format!("{provider_source}:v1.1.0"),
+        "the highest tag satisfying the constraint"
+    );
+    bed.wait_revision("Provider", &dep_name, "True").await?;
+    let xrds = dynamic(
+        &bed.client,
+        "apiextensions.crossplane.io",
+        "v2",
+        "CompositeResourceDefinition",
+        "compositeresourcedefinitions",
+    );
+    let xrd = json(&xrds.get(&format!("xnops.{xgroup}")).await?);
+    assert_eq!(
+        controller(&xrd).map(|c| c.0),
+        Some("ConfigurationRevision".into())
+    );
+    let comps = dynamic(
+        &bed.client,
+        "apiextensions.crossplane.io",
+        "v1",
+        "Composition",
+        "compositions",
+    );
+    let comp = json(&comps.get(&format!("xnops-{}", bed.id)).await?);
+    assert_eq!(
+        controller(&comp).map(|c| c.1),
+        rev["metadata"]["name"].as_str().map(String::from)
+    );
+    Ok(())
+}
+
+/// A fetch-level bad input as an upgrade of a running provider: one condition, nothing deleted.
+async fn bad_upgrade(
+    bed: &Bed,
+    tag_or_ref: impl FnOnce(&str) -> String,
+    want: &str,
+) -> anyhow::Result<String> {
+    let name = format!("{}-provider-nop", bed.id);
+    let group = format!("{}.nop.example.org", bed.id);
+    let first = install_good_provider(bed, &name, &group).await?;
+    let bad = tag_or_ref(&bed.source(&name));
+    bed.set_package("Provider", &name, &bad).await?;
+    let pkg = wait_for(&format!("Installed=False mentioning {want:?}"), WAIT, || {
+        let api = bed.api("Provider");
+        let name = name.clone();
+        async move {
+            let p = json(&api.get(&name).await?);
+            Ok(condition(&p, "Installed")
+                .filter(|c| c["status"] == "False" && c["message"].as_str().is_some_and(|m| m.contains(want)))
+                .map(|_| p))
+        }
+    })
+    .await?;
+    let c = condition(&pkg, "Installed").context("Installed")?;
+    assert_eq!(c["reason"], "UnpackingPackage");
+    still_running(bed, &name, &first, &group).await?;
+    let message = c["message"].as_str().unwrap_or_default().to_string();
+    assert!(
+        !message.contains("{ ") && !message.contains("Error {"),
+        "no Debug dump: {message}"
+    );
+    eprintln!("condition: {message}");
+    Ok(message)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_an_unreachable_registry() -> anyhow::Result<()> {
+    let bed = Bed::start().await?;
+    bad_upgrade(
+        &bed,
+        |_| "127.0.0.1:1/nowhere/provider-nop:v1.0.0".into(),
+        "cannot reach the registry",
+    )
+    .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_a_missing_tag() -> anyhow::Result<()> {
+    let bed = Bed::start().await?;
+    bad_upgrade(&bed, |s| format!("{s}:v9.9.9"), "does not exist in the registry").await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_an_image_that_is_not_an_xpkg() -> anyhow::Result<()> {
+    let bed = Bed::start().await?;
+    let image = Image::from_files(&[("usr/local/bin/provider-nop", b"#!binary")])?;
+    let name = format!("{}-provider-nop", bed.id);
+    bed.push_image(&image, &format!("{}:plain", bed.source(&name)))
+        .await?;
+    bad_upgrade(&bed, |s| format!("{s}:plain"), "is not a Crossplane package").await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_zero_or_two_meta_objects() -> anyhow::Result<()> {
+    let bed = Bed::start().await?;
+    let name = format!("{}-provider-nop", bed.id);
+    let group = format!("{}.nop.example.org", bed.id);
+    let crd = serde_saphyr::to_string(&nop_crd(&group))?;
+    let zero = Image::with_package_yaml(crd.as_bytes(), None)?;
+    bed.push_image(&zero, &format!("{}:zero", bed.source(&name)))
+        .await?;
+    let m = serde_saphyr::to_string(&meta("Provider", "provider-nop", json!({})))?;
+    let two = Image::with_package_yaml(format!("{m}---\n{m}").as_bytes(), None)?;
+    bed.push_image(&two, &format!("{}:two", bed.source(&name)))
+        .await?;
+    bad_upgrade(&bed, |s| format!("{s}:zero"), "has no meta object").await?;
+    bed.set_package("Provider", &name, &format!("{}:two", bed.source(&name)))
+        .await?;
+    wait_for("two meta objects reported", WAIT, || {
+        let api = bed.api("Provider");
+        let name = name.clone();
+        async move {
+            let p = json(&api.get(&name).await?);
+            Ok(condition(&p, "Installed")
+                .filter(|c| {
+                    c["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("has 2 meta objects"))
+                })
+                .map(|c| eprintln!("condition: {}", c["message"])))
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_a_crd_that_another_package_controls() -> anyhow::Result<()> {
+    let bed = Bed::start().await?;
+    let name = format!("{}-provider-nop", bed.id);
+    let group = format!("{}.nop.example.org", bed.id);
+    let first = install_good_provider(&bed, &name, &group).await?;
+    let other = format!("{}-provider-other", bed.id);
+    let source = bed.source(&other);
+    bed.push(
+        &provider_package(&group, json!({}), &[])?,
+        &format!("{source}:v1.0.0"),
+    )
+    .await?;
+    bed.install("Provider", &other, &format!("{source}:v1.0.0"))
+        .await?;
+    let rev = bed.wait_revision("Provider", &other, "False").await?;
+    let message = condition(&rev, "RevisionHealthy").context("condition")?["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        message.contains(&format!(
+            "CustomResourceDefinition nopresources.{group} is already controlled by ProviderRevision"
+        )) && message.contains(&format!("of package {name}")),
+        "{message}"
+    );
+    let pkg = bed.wait_condition("Provider", &other, "Healthy", "False").await?;
+    assert!(condition(&pkg, "Healthy").is_some_and(|c| {
+        c["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("already controlled"))
+    }));
+    still_running(&bed, &name, &first, &group).await?;
+    eprintln!("condition: {message}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_an_unmet_crossplane_version() -> anyhow::Result<()> {
+    let bed = Bed::start().await?;
+    let name = format!("{}-provider-nop", bed.id);
+    let group = format!("{}.nop.example.org", bed.id);
+    let first = install_good_provider(&bed, &name, &group).await?;
+    let source = bed.source(&name);
+    let future = provider_package(&group, json!({"crossplane": {"version": ">=v9.0.0"}}), &[])?;
+    bed.push(&future, &format!("{source}:v2.0.0")).await?;
+    bed.set_package("Provider", &name, &format!("{source}:v2.0.0"))
+        .await?;
+    let rev = bed.wait_revision("Provider", &name, "False").await?;
+    let message = condition(&rev, "RevisionHealthy").context("condition")?["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(message.contains("needs Crossplane >=v9.0.0"), "{message}");
+    still_running(&bed, &name, &first, &group).await?;
+    eprintln!("condition: {message}");
+    Ok(())
+}
+
+async fn configuration_condition(bed: &Bed, name: &str, want: &str) -> anyhow::Result<String> {
+    let rev = bed.wait_revision("Configuration", name, "False").await?;
+    let rev = wait_for(&format!("{want:?} on {name}'s revision"), WAIT, || {
+        let revs = bed.api("ConfigurationRevision");
+        let rev_name = rev["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        async move {
+            let r = json(&revs.get(&rev_name).await?);
+            Ok(condition(&r, "RevisionHealthy")
+                .filter(|c| c["message"].as_str().is_some_and(|m| m.contains(want)))
+                .map(|c| c["message"].as_str().unwrap_or_default().to_string()))
+        }
+    })
+    .await?;
+    eprintln!("condition: {rev}");
+    Ok(rev)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_an_unsatisfiable_dependency() -> anyhow::Result<()> {
+    let bed = Bed::start().await?;
+    let group = format!("{}.nop.example.org", bed.id);
+    let provider_source = bed.source("provider-dep");
+    bed.push(
+        &provider_package(&group, json!({}), &[])?,
+        &format!("{provider_source}:v1.0.0"),
+    )
+    .await?;
+    let cfg = Package::new(
+        meta(
+            "Configuration",
+            "platform",
+            json!({"dependsOn": [{"provider": provider_source, "version": ">=v9.0.0"}]}),
+        ),
+        Vec::new(),
+    )?;
+    let source = bed.source("platform");
+    bed.push(&cfg, &format!("{source}:v1.0.0")).await?;
+    let name = format!("{}-platform", bed.id);
+    bed.install("Configuration", &name, &format!("{source}:v1.0.0"))
+        .await?;
+    let m = configuration_condition(&bed, &name, "cannot be satisfied").await?;
+    assert!(m.contains("the tags v1.0.0"), "{m}");
+    let provider = bed
+        .api("Provider")
+        .get_opt(&format!("{}-provider-dep", bed.id))
+        .await?;
+    assert!(
+        provider.is_none(),
+        "no provider is installed for an unsatisfiable dependency"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_a_dependency_cycle() -> anyhow::Result<()> {
+    let bed = Bed::start().await?;
+    let a = bed.source("cfg-a");
+    let b = bed.source("cfg-b");
+    let dep = |on: &str| json!({"dependsOn": [{"configuration": on, "version": ">=v1.0.0"}]});
+    bed.push(
+        &Package::new(meta("Configuration", "cfg-a", dep(&b)), Vec::new())?,
+        &format!("{a}:v1.0.0"),
+    )
+    .await?;
+    bed.push(
+        &Package::new(meta("Configuration", "cfg-b", dep(&a)), Vec::new())?,
+        &format!("{b}:v1.0.0"),
+    )
+    .await?;
+    let name = format!("{}-cfg-a", bed.id);
+    bed.install("Configuration", &name, &format!("{a}:v1.0.0"))
+        .await?;
+    let m = configuration_condition(&bed, &name, "form a cycle").await?;
+    assert!(m.contains(&format!("{a} → {b} → {a}")), "{m}");
+    Ok(())
+}
