@@ -29,7 +29,7 @@ pub mod xcrd;
 
 pub use error::Error;
 
-/// The core's CRDs: CompositeResourceDefinition, Composition and CompositionRevision, and the package
+/// The core's CRDs: CompositeResourceDefinition, Composition, CompositionRevision and EnvironmentConfig, and the package
 /// manager's `pkg.crossplane.io` kinds (Provider, Function, Configuration, their revisions,
 /// DeploymentRuntimeConfig, ImageConfig, Lock).
 pub fn crds()
@@ -40,6 +40,7 @@ pub fn crds()
         apis::apiextensions::xrd::crd(),
         Composition::crd(),
         CompositionRevision::crd(),
+        apis::apiextensions::environment::crd(),
     ];
     crds.extend(apis::pkg::crds());
     crds

@@ -16,6 +16,7 @@
 mod support;
 
 mod conformance {
+    pub mod environment;
     pub mod harness;
     pub mod manifests;
     pub mod outcome;
@@ -502,6 +503,11 @@ fn cannot_run_yet_is_recorded() -> anyhow::Result<()> {
         "TestCompositionValidation",
         "TestCompositionSelection",
         "TestCompositionRevisionSelection",
+        "TestEnvironmentConfigDefault",
+        "TestEnvironmentConfigMultipleMaxMatch1",
+        "TestEnvironmentConfigMultipleMaxMatchNil",
+        "TestEnvironmentResolutionOptional",
+        "TestEnvironmentResolveAlways",
     ] {
         anyhow::ensure!(
             !names.contains(runnable),

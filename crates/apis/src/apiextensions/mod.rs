@@ -1,10 +1,11 @@
 //! The `apiextensions.crossplane.io` API: CompositeResourceDefinition (v2), Composition (v1, mode
-//! `Pipeline`) and CompositionRevision (v1).
+//! `Pipeline`), CompositionRevision (v1) and EnvironmentConfig (v1beta1).
 //!
-//! Modules, one concept each: [`xrd`], [`composition`], [`revision`], and [`labels`] for the well-known
+//! Modules, one concept each: [`xrd`], [`composition`], [`revision`], [`environment`], and [`labels`] for the well-known
 //! labels, annotations and finalizers of composition.
 
 pub mod composition;
+pub mod environment;
 pub mod labels;
 pub mod revision;
 pub mod xrd;

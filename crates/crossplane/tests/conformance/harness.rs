@@ -40,6 +40,7 @@ pub struct World {
     _core: Process,
     _rbac: Process,
     _function: Served,
+    _more: Vec<Served>,
 }
 
 /// The core's aggregated ClusterRole and its system part, as `cargo xtask generate` writes them.
@@ -152,7 +153,31 @@ impl World {
             _core: core,
             _rbac: rbac,
             _function: function,
+            _more: Vec::new(),
         })
+    }
+
+    /// Serves one more function of ours, `tests/functions/<script>`, as Function `<name>-<id>` (the
+    /// development annotations point at it), and returns the Function's name.
+    pub async fn serve_function(&mut self, script: &str, name: &str) -> anyhow::Result<String> {
+        let python = venv_bin("python")?;
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/functions")
+            .join(script);
+        let path = path.display().to_string();
+        let served = serve(python, &[&path], &format!("{name}-{}", self.id)).await?;
+        let function = format!("{name}-{}", self.id);
+        let functions = dynamic_api(&self.client, "pkg.crossplane.io/v1", "Function", "functions");
+        apply(&functions, json!({
+            "apiVersion": "pkg.crossplane.io/v1", "kind": "Function",
+            "metadata": {"name": function, "labels": {TEST_LABEL: self.id},
+                         "annotations": {"render.crossplane.io/runtime": "Development",
+                                         "render.crossplane.io/runtime-development-target": served.address}},
+            "spec": {"package": format!("xpkg.crossplane.io/crossplane-contrib/{name}:v0.0.0")},
+        }))
+        .await?;
+        self._more.push(served);
+        Ok(function)
     }
 
     /// The labels every object of this scenario carries.

@@ -33,6 +33,7 @@ pub async fn install_crds(client: &Client) -> anyhow::Result<()> {
         apis::apiextensions::xrd::crd(),
         Composition::crd(),
         CompositionRevision::crd(),
+        apis::apiextensions::environment::crd(),
         apis::pkg::function_crd(),
         apis::pkg::function_revision_crd(),
         provider_nop::types::NopResource::crd(),
