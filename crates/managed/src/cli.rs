@@ -87,6 +87,8 @@ impl ProviderArgs {
 pub struct ProviderInfo {
     /// Name and version, for the user agent and `--version`.
     pub binary: BinaryInfo,
+    /// One line on what it is (its image's description, its package's).
+    pub description: &'static str,
     /// Lease name and timings.
     pub lease: Defaults,
     /// Flag defaults.
@@ -230,6 +232,7 @@ mod tests {
     }
 
     const INFO: ProviderInfo = ProviderInfo {
+        description: "a provider under test",
         binary: BinaryInfo {
             name: "provider-test",
             version: "0.0.0",

@@ -44,6 +44,7 @@ managed::managed_kind!(cluster File: "file.example.crossplane-rs.io", "v1alpha1"
 
 /// Name, Lease and flag defaults (`--poll 1m`, `--max-reconcile-rate 10`, client-go's Lease timings).
 pub const INFO: ProviderInfo = ProviderInfo {
+    description: "A Crossplane provider of local files, in Rust (an example)",
     binary: BinaryInfo {
         name: "provider-file",
         version: env!("CARGO_PKG_VERSION"),

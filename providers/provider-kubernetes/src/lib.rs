@@ -48,6 +48,7 @@ use crate::types::{cluster, namespaced};
 /// The provider's name, Lease and flag defaults (`--poll 10m`, `--max-reconcile-rate 100`, Lease
 /// 60 s/50 s).
 pub const INFO: ProviderInfo = ProviderInfo {
+    description: "Crossplane provider-kubernetes, in Rust",
     binary: BinaryInfo {
         name: "provider-kubernetes",
         version: env!("CARGO_PKG_VERSION"),

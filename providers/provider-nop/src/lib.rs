@@ -19,6 +19,7 @@ use manager::{BinaryInfo, Defaults, Manager};
 
 /// The provider's name, Lease and flag defaults (`--poll 10s`, `--max-reconcile-rate 1`, Lease 60 s/50 s).
 pub const INFO: ProviderInfo = ProviderInfo {
+    description: "Crossplane provider-nop, in Rust",
     binary: BinaryInfo {
         name: "provider-nop",
         version: env!("CARGO_PKG_VERSION"),

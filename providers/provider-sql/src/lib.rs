@@ -52,6 +52,7 @@ use crate::types::{VERSION, cluster, namespaced};
 /// The provider's name, Lease and flag defaults (`--poll 10m`, `--max-reconcile-rate 10`, Lease
 /// 15 s/10 s/2 s as upstream).
 pub const INFO: ProviderInfo = ProviderInfo {
+    description: "Crossplane provider-sql (PostgreSQL), in Rust",
     binary: BinaryInfo {
         name: "provider-sql",
         version: env!("CARGO_PKG_VERSION"),

@@ -80,7 +80,7 @@ pub(super) async fn delete_examples(client: &Client, force: bool, mut note: impl
 /// Deletes the cluster-scoped RBAC of the bases and the namespace (with everything in it).
 pub(super) async fn delete_rbac_and_namespace(client: &Client) -> Result<()> {
     for b in demo_deployments() {
-        for (_, obj) in generate::base(&b, &crate::registry::Registry::default()) {
+        for (_, obj) in generate::base(&b, &release::registry::Registry::default()) {
             let kind = obj["kind"].as_str().unwrap_or_default();
             if kind != "ClusterRole" && kind != "ClusterRoleBinding" {
                 continue;

@@ -5,7 +5,7 @@
 use anyhow::{Context, bail};
 use serde_json::Value;
 
-use crate::{provenance, target_dir};
+use release::{provenance, target_dir};
 
 const COMMAND: &str = "cargo xtask metrics-names";
 
@@ -27,7 +27,7 @@ pub fn run() -> anyhow::Result<i32> {
     ]
     .map(String::from)
     .to_vec();
-    let code = crate::test::run_with_env(&args, &[("METRICS_NAMES_DIR", &dir)])?;
+    let code = crate::suite::run_with_env(&args, &[("METRICS_NAMES_DIR", &dir)])?;
     if code != 0 {
         bail!("the metric-name test failed (exit code {code}); docs/metrics-names.* left as they were");
     }

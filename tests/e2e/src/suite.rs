@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 
-use crate::{harness, runtime, target_dir};
+use release::{harness, runtime, target_dir};
 
 /// Runs the workspace tests against a fresh control plane and returns cargo's exit code.
 pub fn run(args: &[String]) -> anyhow::Result<i32> {
@@ -13,8 +13,8 @@ pub fn run(args: &[String]) -> anyhow::Result<i32> {
 
 /// [`run`], with extra environment variables for the tests.
 pub fn run_with_env(args: &[String], envs: &[(&str, &std::path::Path)]) -> anyhow::Result<i32> {
-    crate::prereq::ensure()?;
-    crate::prereq::function_venv()?;
+    release::prereq::ensure()?;
+    release::prereq::function_venv()?;
     let harness = harness()?;
     let start = Instant::now();
     let helm = testenv::helm::ensure_built(&target_dir()).context("building helm for the chart test")?;
@@ -46,7 +46,7 @@ pub fn run_with_env(args: &[String], envs: &[(&str, &std::path::Path)]) -> anyho
     let narrowed = args
         .iter()
         .any(|a| a == "-p" || a.starts_with("--package") || a.starts_with("-p"));
-    let mut cargo = crate::cargo();
+    let mut cargo = release::cargo();
     // Every suite runs, so one failure does not hide the state of the others; the exit code still fails.
     cargo.args(["test", "--no-fail-fast"]);
     if !narrowed {

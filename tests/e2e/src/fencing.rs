@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
-use crate::{provenance, target_dir};
+use release::{provenance, target_dir};
 
 /// The tests and what each shows, in the order the document gives them.
 const TESTS: [(&str, &str); 2] = [
@@ -32,7 +32,7 @@ pub fn run() -> anyhow::Result<i32> {
     let args: Vec<String> = ["-p", "provider-nop", "--test", "fencing", "--", "--nocapture"]
         .map(String::from)
         .to_vec();
-    let code = crate::test::run_with_env(&args, &[("FENCING_FIGURES_DIR", &dir)])?;
+    let code = crate::suite::run_with_env(&args, &[("FENCING_FIGURES_DIR", &dir)])?;
     if code != 0 {
         bail!("the fencing tests failed (exit code {code}); docs/fencing.* left as they were");
     }

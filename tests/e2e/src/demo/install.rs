@@ -21,7 +21,7 @@ impl Demo {
     /// Installs the CRDs, the namespace, the generated RBAC of the four binaries and the workload identity.
     pub(super) async fn install(&mut self) -> Result<()> {
         let root = testenv::harness::repo_root().join("deploy");
-        if !generate::drift(&root, &generate::render(&crate::registry::Registry::default())?)?.is_empty() {
+        if !generate::drift(&root, &generate::render(&release::registry::Registry::default())?)?.is_empty() {
             self.note(
                 "note: deploy/ differs from the code (run `cargo xtask generate`); the demo uses the code's",
             );
@@ -53,7 +53,7 @@ impl Demo {
 
         let mut applied = 0;
         for b in demo_deployments() {
-            for (_, obj) in generate::base(&b, &crate::registry::Registry::default()) {
+            for (_, obj) in generate::base(&b, &release::registry::Registry::default()) {
                 if RBAC_KINDS.contains(&obj["kind"].as_str().unwrap_or_default()) {
                     apply(&self.client, &obj).await?;
                     applied += 1;

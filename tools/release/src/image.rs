@@ -25,6 +25,7 @@ use std::{
     io::Write,
     path::{Path, PathBuf},
     process::Command,
+    sync::LazyLock,
 };
 
 use anyhow::{Context, bail};
@@ -50,33 +51,22 @@ pub struct Binary {
     pub cmd: &'static [&'static str],
 }
 
-/// Every binary that ships.
-pub const BINARIES: &[Binary] = &[
-    Binary {
-        package: "crossplane",
-        name: "crossplane",
-        description: "Crossplane core and RBAC manager, in Rust",
-        cmd: &["core", "start"],
-    },
-    Binary {
-        package: "provider-nop",
-        name: "provider-nop",
-        description: "Crossplane provider-nop, in Rust",
-        cmd: &[],
-    },
-    Binary {
-        package: "provider-kubernetes",
-        name: "provider-kubernetes",
-        description: "Crossplane provider-kubernetes, in Rust",
-        cmd: &[],
-    },
-    Binary {
-        package: "provider-sql",
-        name: "provider-sql",
-        description: "Crossplane provider-sql (PostgreSQL), in Rust",
-        cmd: &[],
-    },
-];
+/// Every image that ships, one per distinct image of [`crate::binaries::deployed`], in deploy order; its
+/// default arguments are those of the first Deployment that runs it.
+pub static BINARIES: LazyLock<Vec<Binary>> = LazyLock::new(|| {
+    let mut images: Vec<Binary> = Vec::new();
+    for d in crate::binaries::deployed() {
+        if images.iter().all(|b| b.name != d.image) {
+            images.push(Binary {
+                package: d.package,
+                name: d.image,
+                description: d.description,
+                cmd: d.args,
+            });
+        }
+    }
+    images
+});
 
 /// The non-root user and group the images run as.
 pub const USER: &str = "65532:65532";

@@ -58,7 +58,7 @@ mod tests {
 
     #[test]
     fn every_provider_has_a_package_with_its_crds_and_the_core_none() {
-        for b in crate::image::BINARIES {
+        for b in crate::image::BINARIES.iter() {
             let package = package_of(b).expect("a package");
             if b.name == "crossplane" {
                 assert!(package.is_none());

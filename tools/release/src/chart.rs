@@ -44,13 +44,10 @@ struct Keys {
     enabled: Option<Vec<&'static str>>,
 }
 
-fn provider_key(name: &str) -> &'static str {
-    match name {
-        "provider-nop" => "nop",
-        "provider-kubernetes" => "kubernetes",
-        "provider-sql" => "sql",
-        _ => "other",
-    }
+/// A provider's key under the chart's `providers`: its binary's name without `provider-` (upstream's
+/// chart has no such keys; ours are named like upstream's provider packages).
+fn provider_key(name: &'static str) -> &'static str {
+    name.strip_prefix("provider-").unwrap_or(name)
 }
 
 fn keys(b: &Deployed) -> Keys {

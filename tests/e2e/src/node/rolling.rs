@@ -16,8 +16,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::checker::{self, Lock};
 use anyhow::{Context, ensure};
-use e2e::checker::{self, Lock};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
@@ -28,7 +28,7 @@ use serde_json::json;
 use testenv::workload;
 
 use super::{NAMESPACE, READY_TIMEOUT};
-use crate::image;
+use release::image;
 
 /// The Deployments rolled: provider-nop, and the two that run the crossplane image.
 pub const ROLLED: [&str; 3] = ["provider-nop", "crossplane", "crossplane-rbac-manager"];
@@ -161,7 +161,7 @@ async fn rolled(client: &kube::Client, leases: &BTreeMap<String, String>) -> any
         } else {
             "crossplane"
         };
-        let next = crate::registry::Registry::default().full_reference(image_name, image::NEXT_TAG);
+        let next = release::registry::Registry::default().full_reference(image_name, image::NEXT_TAG);
         let list = pods
             .list(&ListParams::default().labels(&format!("app.kubernetes.io/name={app}")))
             .await?
@@ -300,25 +300,11 @@ pub async fn run(
                 .into_iter()
                 .map(|v| v.to_string()),
         );
-        let terms = checker::terms(&events, &lock)
+        let terms: Vec<_> = checker::terms(&events, &lock)
             .into_iter()
             .filter(|t| t.valid_until() >= started_at)
-            .map(|t| {
-                let mut versions: Vec<&str> = events
-                    .iter()
-                    .filter(|e| e.is_write() && e.agent_identity() == Some(t.holder.as_str()))
-                    .filter(|e| t.covers(e.received, e.stage_time))
-                    .filter_map(|e| {
-                        e.user_agent
-                            .split_once('/')
-                            .map(|(_, v)| v.split(' ').next().unwrap_or(v))
-                    })
-                    .collect();
-                versions.sort();
-                versions.dedup();
-                (t.holder.clone(), versions.join(","))
-            })
             .collect();
+        let terms = checker::versions_per_term(&events, &terms);
         checked.push(Checked {
             app: app.to_string(),
             writes,

@@ -8,10 +8,10 @@
 
 use std::time::{Duration, Instant};
 
+use crate::schedule::{self, Binaries, Config, Timings};
 use anyhow::{Context, bail};
-use e2e::schedule::{self, Binaries, Config, Timings};
 
-use crate::{harness, provenance, runtime, target_dir};
+use release::{harness, provenance, runtime, target_dir};
 
 /// The schedule's size.
 pub struct Options {
@@ -48,7 +48,7 @@ pub fn run(options: &Options) -> anyhow::Result<i32> {
     let provenance = provenance::for_artifact("reliability.json", &command)?;
     let harness = harness()?;
     eprintln!("[chaos] cargo build -p e2e --bins");
-    let status = crate::cargo()
+    let status = release::cargo()
         .args(["build", "-p", "e2e", "--bins"])
         .current_dir(testenv::harness::repo_root())
         .status()

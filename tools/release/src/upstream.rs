@@ -143,13 +143,20 @@ pub fn tables() -> String {
         };
         let _ = writeln!(out, "| {cmd} | {flag} | {env} | {default} | {ours} |");
     }
-    let tables: [(&str, &[Flag]); 5] = [
+    let mut tables: Vec<(&str, &[Flag])> = vec![
         ("core start", crossplane::upstream_flags::CORE_START),
         ("core init", crossplane::upstream_flags::CORE_INIT),
         ("rbac start", crossplane::upstream_flags::RBAC_START),
         ("providers", managed::cli::UPSTREAM_FLAGS),
-        ("provider-kubernetes", provider_kubernetes::flags::UPSTREAM_FLAGS),
     ];
+    // Each provider's own, from its descriptor.
+    let deployed = crate::binaries::deployed();
+    tables.extend(
+        deployed
+            .iter()
+            .filter(|d| d.provider && !d.upstream_flags.is_empty())
+            .map(|d| (d.name, d.upstream_flags)),
+    );
     for (cmd, flags) in tables {
         for f in flags {
             let env = f.env.map(|e| format!("`{e}`")).unwrap_or_default();

@@ -79,7 +79,7 @@ pub(super) fn markdown(
         if quick { " --quick" } else { "" },
         began.strftime("%Y-%m-%d %H:%M UTC"),
         elapsed.as_secs_f64() / 60.0,
-        crate::provenance::markdown_line(provenance)
+        release::provenance::markdown_line(provenance)
     )?;
     writeln!(s, "## Machine and versions\n")?;
     writeln!(s, "| | |\n|---|---|")?;

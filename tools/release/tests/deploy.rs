@@ -18,7 +18,7 @@ use serde_json::Value;
 use testenv::support::cluster;
 
 fn deploy_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
 }
 
 #[tokio::test]

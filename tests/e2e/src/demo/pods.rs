@@ -23,7 +23,8 @@ use testenv::workload;
 
 use super::report::show;
 use super::{KILLED, NS, Options, interrupted};
-use crate::{image, node, target_dir};
+use crate::node;
+use release::{image, target_dir};
 
 /// How long the Deployments get to have 2 Ready Pods each.
 const READY_TIMEOUT: Duration = Duration::from_secs(300);
@@ -133,7 +134,7 @@ pub(super) fn run(options: Options, images: Option<&Path>) -> Result<Outcome> {
             PathBuf::from(dir).display()
         );
     }
-    let harness = crate::harness()?;
+    let harness = release::harness()?;
     let (archives, pause) = archives(images)?;
     let dir = dir();
     if dir.exists() {
@@ -144,7 +145,7 @@ pub(super) fn run(options: Options, images: Option<&Path>) -> Result<Outcome> {
             )
         })?;
     }
-    let rt = crate::runtime()?;
+    let rt = release::runtime()?;
     let code = rt.block_on(async {
         let start = Instant::now();
         eprintln!("[demo] starting a node: control plane, containerd (runc, CNI bridge), kubelet, kube-scheduler");

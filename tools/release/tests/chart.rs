@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use testenv::support::cluster;
 
 fn deploy_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
 }
 
 fn chart_dir() -> PathBuf {

@@ -27,11 +27,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use manager::Defaults;
 use manager::rbac::Rule;
 use serde_json::{Value, json};
 
+pub use crate::binaries::{Deployed, deployed};
 use crate::registry::Registry;
 
 /// The namespace everything runs in.
@@ -50,72 +50,6 @@ const USER: i64 = 65532;
 pub(crate) const METRICS_PORT: i64 = 8080;
 /// The port of /healthz and /readyz (manager `--health-probe-bind-address` default).
 const PROBE_PORT: i64 = 8081;
-
-/// One deployed binary (a Deployment of its own).
-pub struct Deployed {
-    /// The base's directory under deploy/, and the name of its objects.
-    pub name: &'static str,
-    /// The image (and binary) it runs.
-    pub image: &'static str,
-    /// The container's arguments.
-    pub args: &'static [&'static str],
-    /// Lease name and timings.
-    pub lease: Defaults,
-    /// The needs its controllers declare.
-    pub needs: fn() -> Vec<Rule>,
-    /// Its CRDs.
-    pub crds: fn() -> Vec<CustomResourceDefinition>,
-    /// A provider: its kinds are aggregated into the core's role, so compositions can compose them.
-    pub provider: bool,
-    /// The core: its ClusterRole aggregates, its declared needs are an aggregated part of it.
-    pub core: bool,
-}
-
-impl Deployed {
-    /// A provider: a Deployment of its own image, named after its binary, with no arguments.
-    pub fn provider(p: &managed::provider::Provider) -> Self {
-        Self {
-            name: p.info.binary.name,
-            image: p.info.binary.name,
-            args: &[],
-            lease: p.info.lease,
-            needs: p.rbac_needs,
-            crds: p.crds,
-            provider: true,
-            core: false,
-        }
-    }
-}
-
-/// Every deployed binary, in deploy order.
-pub fn deployed() -> Vec<Deployed> {
-    vec![
-        Deployed {
-            name: "crossplane",
-            image: "crossplane",
-            args: &["core", "start"],
-            lease: crossplane::cli::CORE_DEFAULTS,
-            needs: crossplane::core_rbac_needs,
-            crds: crossplane::crds,
-            provider: false,
-            core: true,
-        },
-        Deployed {
-            name: "crossplane-rbac-manager",
-            image: "crossplane",
-            args: &["rbac", "start"],
-            lease: crossplane::cli::RBAC_DEFAULTS,
-            needs: crossplane::rbac_manager_rbac_needs,
-            crds: Vec::new,
-            provider: false,
-            core: false,
-        },
-        // The providers: one line each.
-        Deployed::provider(&provider_nop::PROVIDER),
-        Deployed::provider(&provider_kubernetes::PROVIDER),
-        Deployed::provider(&provider_sql::PROVIDER),
-    ]
-}
 
 /// `cargo xtask generate [--check] [--registry PREFIX]`. Returns the exit code.
 pub fn run(check: bool, registry: &Registry) -> anyhow::Result<i32> {
@@ -257,7 +191,7 @@ pub fn render(registry: &Registry) -> anyhow::Result<BTreeMap<PathBuf, String>> 
         }
     }
 
-    for image in crate::image::BINARIES {
+    for image in crate::image::BINARIES.iter() {
         files.insert(
             PathBuf::from(image.name).join("Dockerfile"),
             dockerfile(image, version, registry),
@@ -760,7 +694,7 @@ mod tests {
             .iter()
             .filter(|(p, _)| p.extension().is_some_and(|e| e == "yaml"))
             // The chart's templates are Go templates, checked by `helm lint` and `helm template` instead
-            // (xtask/tests/chart.rs).
+            // (tools/release/tests/chart.rs).
             .filter(|(p, _)| !p.components().any(|c| c.as_os_str() == "templates"))
         {
             let _: Value = serde_saphyr::from_str(text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -782,7 +716,7 @@ mod tests {
             assert!(!acme[&path].contains("crossplane-rs/"), "{}", acme[&path]);
         }
         let values = &acme[&PathBuf::from(crate::chart::DIR).join("values.yaml")];
-        for b in crate::image::BINARIES {
+        for b in crate::image::BINARIES.iter() {
             let want = format!("repository: ghcr.io/acme/{}", b.name);
             assert!(values.contains(&want), "chart values: no {want}\n{values}");
         }
@@ -809,7 +743,7 @@ mod tests {
     #[test]
     fn every_image_has_a_dockerfile_like_its_oci_image() {
         let files = render(&Registry::default()).expect("render");
-        for image in crate::image::BINARIES {
+        for image in crate::image::BINARIES.iter() {
             let path = PathBuf::from(image.name).join("Dockerfile");
             let text = files
                 .get(&path)

@@ -7,7 +7,7 @@
 use anyhow::Context;
 use serde_json::{Value, json};
 
-use crate::{provenance, target_dir};
+use release::{provenance, target_dir};
 
 /// Runs the suite and writes `docs/conformance.json`; returns the exit code of the tests.
 pub fn run() -> anyhow::Result<i32> {
@@ -20,7 +20,7 @@ pub fn run() -> anyhow::Result<i32> {
     let args: Vec<String> = ["-p", "crossplane", "--test", "conformance"]
         .map(String::from)
         .to_vec();
-    let code = crate::test::run_with_env(&args, &[("CONFORMANCE_OUT", &dir)])?;
+    let code = crate::suite::run_with_env(&args, &[("CONFORMANCE_OUT", &dir)])?;
     let mut outcomes: Vec<Value> = Vec::new();
     for entry in std::fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))? {
         let path = entry?.path();

@@ -47,8 +47,9 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use testenv::Cluster;
 
-use crate::generate::{self, Deployed};
-use crate::{control_plane, image, runtime};
+use crate::control_plane;
+use release::generate::{self, Deployed};
+use release::{image, runtime};
 
 use session::Demo;
 use state::{down, state_path, testbed_dir};
@@ -115,7 +116,7 @@ pub fn run(options: Options, images: Option<&std::path::Path>) -> Result<i32> {
     eprintln!(
         "[demo] setting up the node's system packages (containerd, runc, CNI plugins, iptables, kubectl)"
     );
-    crate::prereq::ensure_node()?;
+    release::prereq::ensure_node()?;
     if let Some(why) = pods::unavailable() {
         anyhow::bail!("the node cannot start: {why}");
     }

@@ -48,7 +48,7 @@ use anyhow::Context;
 use jiff::Timestamp;
 use testenv::monotonic_ns as mono;
 
-use crate::{harness, runtime, target_dir};
+use release::{harness, runtime, target_dir};
 
 use builds::{build_candidate, cargo_release};
 use candidate::Env;
@@ -89,7 +89,7 @@ pub fn run(quick: bool) -> anyhow::Result<i32> {
     } else {
         "cargo xtask bench"
     };
-    let provenance = crate::provenance::for_artifact("benchmarks.json", command)?;
+    let provenance = release::provenance::for_artifact("benchmarks.json", command)?;
     let dir = target_dir().join("testbed").join("bench");
     if dir.exists() {
         std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::bail;
 
-use crate::target_dir;
+use release::target_dir;
 
 /// Builds the Rust candidate (release) and returns its path.
 pub(super) fn build_candidate() -> anyhow::Result<PathBuf> {
@@ -18,7 +18,7 @@ pub(super) fn build_candidate() -> anyhow::Result<PathBuf> {
 /// Runs `cargo build --release <args>` in the workspace.
 pub(super) fn cargo_release(args: &[&str]) -> anyhow::Result<()> {
     eprintln!("[bench] cargo build --release {}", args.join(" "));
-    let status = crate::cargo()
+    let status = release::cargo()
         .args(["build", "--release"])
         .args(args)
         .current_dir(testenv::harness::repo_root())

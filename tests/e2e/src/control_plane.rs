@@ -2,7 +2,7 @@
 
 use clap::Subcommand;
 
-use crate::{harness, runtime, target_dir};
+use release::{harness, runtime, target_dir};
 
 /// What to do with the long-lived control plane.
 #[derive(Subcommand)]
@@ -15,6 +15,7 @@ pub enum Action {
     Status,
 }
 
+/// Runs `action` on the control plane under `target/testbed/dev`; returns the exit code.
 pub fn run(action: Action) -> anyhow::Result<i32> {
     let dir = dev_dir();
     match action {

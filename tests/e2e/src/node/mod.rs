@@ -25,7 +25,7 @@ use kube::{
 };
 use testenv::workload;
 
-use crate::{image, target_dir};
+use release::{image, target_dir};
 
 mod candidate;
 mod cutoff;
@@ -47,9 +47,9 @@ pub fn write_overlay(dir: &Path) -> anyhow::Result<PathBuf> {
 
 /// The overlay of [`write_overlay`], with the images in `next` at their second builds' tag
 /// ([`image::NEXT_TAG`]).
-fn overlay_with_next(dir: &Path, next: &[&str]) -> anyhow::Result<PathBuf> {
+pub fn overlay_with_next(dir: &Path, next: &[&str]) -> anyhow::Result<PathBuf> {
     let mut images = Vec::new();
-    for b in image::BINARIES {
+    for b in image::BINARIES.iter() {
         let full = image::full_reference(b.name);
         let (name, tag) = full.rsplit_once(':').context("image reference without a tag")?;
         images.push(workload::ImageOverride {
@@ -72,10 +72,10 @@ pub fn run(deletions: usize) -> anyhow::Result<i32> {
         eprintln!("xtask: --deletions must be at least 1");
         return Ok(2);
     }
-    crate::prereq::ensure()?;
-    let harness = crate::harness()?;
+    release::prereq::ensure()?;
+    let harness = release::harness()?;
     let command = format!("cargo xtask node-bench --deletions {deletions}");
-    let provenance = crate::provenance::for_artifact("node.json", &command)?;
+    let provenance = release::provenance::for_artifact("node.json", &command)?;
     let out = target_dir().join("images").join("node");
     let options = image::Options {
         debug: true,
@@ -94,7 +94,7 @@ pub fn run(deletions: usize) -> anyhow::Result<i32> {
     if dir.exists() {
         std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
     }
-    let rt = crate::runtime()?;
+    let rt = release::runtime()?;
     rt.block_on(async {
         // Cold: containerd's root empty, nothing imported. The images are imported, and the node stopped.
         let start = Instant::now();
@@ -272,7 +272,7 @@ async fn measure(
         jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M UTC"),
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
         testenv::KUBERNETES_VERSION,
-        crate::provenance::markdown_line(&provenance),
+        release::provenance::markdown_line(&provenance),
     )?;
     writeln!(md)?;
     writeln!(md, "| Step | Seconds |")?;

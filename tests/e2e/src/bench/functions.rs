@@ -34,7 +34,7 @@ use serde_json::{Value, json};
 use super::stats::pct;
 use tokio::process::Command;
 
-use crate::{harness, runtime, target_dir};
+use release::{harness, runtime, target_dir};
 
 const XRS: usize = 100;
 const CALLS: usize = 1_000;
@@ -308,16 +308,16 @@ async fn compose(
 
 /// Runs the benchmark and writes `docs/functions-benchmark.md`.
 pub fn run() -> anyhow::Result<i32> {
-    crate::prereq::function_venv()?;
+    release::prereq::function_venv()?;
     let harness = harness()?;
-    let status = crate::cargo()
+    let status = release::cargo()
         .args(["build", "-p", "crossplane", "--bin", "crossplane"])
         .status()?;
     if !status.success() {
         bail!("cargo build -p crossplane failed");
     }
     let provenance =
-        crate::provenance::for_artifact("functions-benchmark.json", "cargo xtask bench --functions")?;
+        release::provenance::for_artifact("functions-benchmark.json", "cargo xtask bench --functions")?;
     let core = target_dir().join("debug").join("crossplane");
     let python = target_dir().join("function-venv").join("bin").join("python");
     let root = target_dir()
@@ -368,7 +368,7 @@ pub fn run() -> anyhow::Result<i32> {
     writeln!(
         md,
         "Written by `cargo xtask bench --functions` on {began} (core: debug build). {}\n",
-        crate::provenance::markdown_line(&provenance)
+        release::provenance::markdown_line(&provenance)
     )?;
     writeln!(md, "## {XRS} XRs x 5 composed resources, 2-step pipeline\n")?;
     writeln!(

@@ -16,7 +16,7 @@ use election::Timings;
 use flate2::Compression;
 use serde_json::{Value, json};
 
-use crate::{generate, image, target_dir};
+use release::{generate, image, target_dir};
 
 /// The candidate's namespace: its own, so that deploy/'s fence (which judges crossplane-system's
 /// ServiceAccounts) is not in its way.

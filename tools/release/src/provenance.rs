@@ -60,7 +60,7 @@ pub const ARTIFACTS: &[Artifact] = &[
             "crates/election/examples",
             "tests/control-plane/candidate.go",
             "tests/control-plane/candidate_main.go",
-            "xtask/src/bench",
+            "tests/e2e/src/bench",
         ],
     },
     Artifact {
@@ -70,7 +70,7 @@ pub const ARTIFACTS: &[Artifact] = &[
         measures: &[
             "crates/function/src",
             "crates/composition/src",
-            "xtask/src/bench/functions.rs",
+            "tests/e2e/src/bench/functions.rs",
         ],
     },
     Artifact {
@@ -90,7 +90,8 @@ pub const ARTIFACTS: &[Artifact] = &[
         measures: &[
             "crates/election/src",
             "crates/testenv/src/node.rs",
-            "xtask/src/node",
+            "crates/manager/src/own_pod.rs",
+            "tests/e2e/src/node",
         ],
     },
     Artifact {
