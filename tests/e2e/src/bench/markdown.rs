@@ -81,6 +81,22 @@ pub(super) fn markdown(
         elapsed.as_secs_f64() / 60.0,
         release::provenance::markdown_line(provenance)
     )?;
+    machine(&mut s, plan, quick, load_start)?;
+    writeln!(s, "## Results\n")?;
+    writeln!(s, "| Figure | Timings | n | Rust | client-go | Rust/Go |")?;
+    writeln!(s, "|---|---|---|---|---|---|")?;
+    handover_rows(&mut s, r)?;
+    rate_rows(&mut s, r, plan)?;
+    many_rows(&mut s, r, plan)?;
+    nop_rows(&mut s, r)?;
+    goals(&mut s, r)?;
+    samples(&mut s, r, plan)?;
+    writeln!(s, "\nThe picture: [benchmarks.svg](benchmarks.svg).")?;
+    Ok(s)
+}
+
+/// The machine, the versions, the mode and how the figures are taken.
+fn machine(s: &mut String, plan: Plan, quick: bool, load_start: &str) -> std::fmt::Result {
     writeln!(s, "## Machine and versions\n")?;
     writeln!(s, "| | |\n|---|---|")?;
     writeln!(s, "| CPUs (`nproc`) | {} |", command_line("nproc", &[]))?;
@@ -128,9 +144,11 @@ pub(super) fn markdown(
         load_start,
         loadavg()
     )?;
-    writeln!(s, "## Results\n")?;
-    writeln!(s, "| Figure | Timings | n | Rust | client-go | Rust/Go |")?;
-    writeln!(s, "|---|---|---|---|---|---|")?;
+    Ok(())
+}
+
+/// Graceful handover and crash failover, p50 and p99, at both timings.
+fn handover_rows(s: &mut String, r: &Results) -> std::fmt::Result {
     for (name, map) in [("Graceful handover", &r.graceful), ("Crash failover", &r.crash)] {
         for t in [DEFAULTS, CROSSPLANE] {
             let rs = map.get(&(Imp::Rust, t.tag()));
@@ -150,6 +168,11 @@ pub(super) fn markdown(
             }
         }
     }
+    Ok(())
+}
+
+/// Requests per minute and idle RSS of a leader and a standby, at both timings.
+fn rate_rows(s: &mut String, r: &Results, plan: Plan) -> std::fmt::Result {
     for t in [DEFAULTS, CROSSPLANE] {
         let rs = r.rates.get(&(Imp::Rust, t.tag())).copied();
         let go = r.rates.get(&(Imp::Go, t.tag())).copied();
@@ -177,6 +200,11 @@ pub(super) fn markdown(
             )?;
         }
     }
+    Ok(())
+}
+
+/// The many-candidates run: requests, RSS and handovers.
+fn many_rows(s: &mut String, r: &Results, plan: Plan) -> std::fmt::Result {
     let m = |imp: Imp| r.many.get(&imp).cloned();
     let (mr, mg) = (m(Imp::Rust), m(Imp::Go));
     let many_rows: [ManyRow; 3] = [
@@ -208,6 +236,11 @@ pub(super) fn markdown(
             ratio(a, b)
         )?;
     }
+    Ok(())
+}
+
+/// provider-nop's resources to Ready and its RSS.
+fn nop_rows(s: &mut String, r: &Results) -> std::fmt::Result {
     match &r.nop {
         Some(n) => {
             writeln!(
@@ -229,7 +262,11 @@ pub(super) fn markdown(
         }
         None => writeln!(s, "| provider-nop | | | failed | – | – |")?,
     }
-    goals(&mut s, r)?;
+    Ok(())
+}
+
+/// Every sample, and the errors of the run.
+fn samples(s: &mut String, r: &Results, plan: Plan) -> std::fmt::Result {
     writeln!(s, "\n## Samples (ms)\n")?;
     for (name, map) in [("graceful", &r.graceful), ("crash", &r.crash)] {
         for ((imp, tag), v) in map.iter() {
@@ -253,8 +290,7 @@ pub(super) fn markdown(
             writeln!(s, "- {e}")?;
         }
     }
-    writeln!(s, "\nThe picture: [benchmarks.svg](benchmarks.svg).")?;
-    Ok(s)
+    Ok(())
 }
 
 /// Issue 8's goals, checked against this run.
