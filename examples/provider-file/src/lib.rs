@@ -81,8 +81,8 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
 }
 
 /// The API access the controllers need: the File kind, and the runtime's Secrets and Events.
-pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
+pub fn rbac_needs() -> Vec<manager::controller::rbac::Rule> {
     let mut rules = kinds().needs();
     rules.extend(managed::rbac::runtime_needs());
-    manager::rbac::normalize(rules)
+    manager::controller::rbac::normalize(rules)
 }

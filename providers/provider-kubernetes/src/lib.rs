@@ -111,7 +111,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
 /// webhook.
 pub fn setup(mgr: &mut Manager, options: &Options) {
     webhook::register(mgr, options);
-    let ua = manager::client::user_agent(&INFO.binary, mgr.identity());
+    let ua = manager::config::client::user_agent(&INFO.binary, mgr.identity());
     // The identity is checked to be a valid header value when the settings are parsed.
     let connector = match ObjectConnector::new().with_user_agent(&ua) {
         Ok(c) => c,
@@ -154,11 +154,15 @@ pub fn provider_config_kinds() -> Vec<ProviderConfigKind> {
 /// The objects an `Object` manages are not included: they are whatever users ask for. With
 /// `InjectedIdentity`, the operator grants the provider's ServiceAccount access to them (upstream binds
 /// `cluster-admin`); with a kubeconfig Secret, the credentials in it decide.
-pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
+pub fn rbac_needs() -> Vec<manager::controller::rbac::Rule> {
     let mut needs = managed::groups::provider_needs(kinds().needs(), &provider_config_kinds());
-    needs.push(manager::rbac::Rule::new("", &["secrets"], &["get", "create"]));
+    needs.push(manager::controller::rbac::Rule::new(
+        "",
+        &["secrets"],
+        &["get", "create"],
+    ));
     needs.push(
-        manager::rbac::Rule::new(
+        manager::controller::rbac::Rule::new(
             "apiextensions.k8s.io",
             &["customresourcedefinitions"],
             &["get", "patch"],

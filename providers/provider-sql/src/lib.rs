@@ -140,6 +140,6 @@ pub fn provider_config_kinds() -> Vec<ProviderConfigKind> {
 /// The API access [`setup`]'s controllers need (rendered into the provider's ClusterRole by
 /// `cargo xtask generate`): the managed kinds, the ProviderConfig kinds and their usages, the
 /// credentials Secrets the connector reads, and the runtime's connection Secrets and Events.
-pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
+pub fn rbac_needs() -> Vec<manager::controller::rbac::Rule> {
     managed::groups::provider_needs(kinds().needs(), &provider_config_kinds())
 }

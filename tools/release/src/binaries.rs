@@ -6,8 +6,8 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use manager::Defaults;
-use manager::compat::Flag;
-use manager::rbac::Rule;
+use manager::config::compat::Flag;
+use manager::controller::rbac::Rule;
 
 /// The description of the core's image (the core and the RBAC manager run it).
 const CORE_DESCRIPTION: &str = "Crossplane core and RBAC manager, in Rust";

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use manager::Defaults;
-use manager::rbac::Rule;
+use manager::controller::rbac::Rule;
 use serde_json::{Value, json};
 
 pub use crate::binaries::{Deployed, deployed};
@@ -358,7 +358,7 @@ pub fn base(b: &Deployed, registry: &Registry) -> Vec<(String, Value)> {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
             "metadata": meta(&election),
-            "rules": rules_json(&manager::rbac::election_needs(b.lease.lease_id)),
+            "rules": rules_json(&manager::controller::rbac::election_needs(b.lease.lease_id)),
         }),
     ));
     out.push((
@@ -372,7 +372,7 @@ pub fn base(b: &Deployed, registry: &Registry) -> Vec<(String, Value)> {
         }),
     ));
 
-    let needs = manager::rbac::normalize((b.needs)());
+    let needs = manager::controller::rbac::normalize((b.needs)());
     if b.core {
         // The aggregated role: its rules are filled in by the clusterrole-aggregation controller.
         out.push((
@@ -422,7 +422,7 @@ pub fn base(b: &Deployed, registry: &Registry) -> Vec<(String, Value)> {
                 "apiVersion": "rbac.authorization.k8s.io/v1",
                 "kind": "ClusterRole",
                 "metadata": m,
-                "rules": rules_json(&manager::rbac::normalize(kinds)),
+                "rules": rules_json(&manager::controller::rbac::normalize(kinds)),
             }),
         ));
     }

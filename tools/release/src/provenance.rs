@@ -90,7 +90,7 @@ pub const ARTIFACTS: &[Artifact] = &[
         measures: &[
             "crates/election/src",
             "crates/testenv/src/node.rs",
-            "crates/manager/src/own_pod.rs",
+            "crates/manager/src/run/own_pod.rs",
             "tests/e2e/src/node",
         ],
     },

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use anyhow::Context;
-use manager::compat::{Effect, Flag};
+use manager::config::compat::{Effect, Flag};
 
 const BEGIN: &str = "<!-- upstream-tables:begin (cargo xtask generate) -->";
 const END: &str = "<!-- upstream-tables:end -->";

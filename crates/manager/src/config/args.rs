@@ -13,7 +13,7 @@ use std::time::Duration;
 use clap::builder::BoolishValueParser;
 use clap::{ArgAction, ValueEnum};
 
-use crate::bind::BindAddress;
+use crate::config::bind::BindAddress;
 use crate::duration::parse_duration;
 use election::TimingFlags;
 

@@ -12,8 +12,8 @@ use http::{HeaderValue, header::USER_AGENT};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::fence::Fence;
-use crate::gate::FenceLayer;
-use crate::rest_metrics::{RestClientMetrics, host_of};
+use crate::fence::gate::FenceLayer;
+use crate::metrics::rest::{RestClientMetrics, host_of};
 
 /// A client could not be configured or built.
 #[derive(Debug, thiserror::Error)]
@@ -120,7 +120,7 @@ impl Clients {
 /// A client for one term's work: the main config, with a [`FenceLayer`] checking `fence` under kube's
 /// request buffer, so a write that waited in the buffer past the end of the term is not sent. Its own
 /// connection pool ends with the term.
-/// A [`RestClientLayer`](crate::rest_metrics::RestClientLayer) under the fence counts the requests sent
+/// A [`RestClientLayer`](crate::metrics::rest::RestClientLayer) under the fence counts the requests sent
 /// in `rest_client_requests_total`.
 pub(crate) fn term_client(
     config: &kube::Config,

@@ -13,7 +13,7 @@ use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::args::LogFormat;
+use crate::config::args::LogFormat;
 
 /// The global subscriber could not be installed.
 #[derive(Debug, thiserror::Error)]

@@ -6,9 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::args::{Args, LogFormat, OnLostLeadership};
-use crate::bind::BindAddress;
-use crate::own_pod::OwnPod;
+use crate::config::args::{Args, LogFormat, OnLostLeadership};
+use crate::config::bind::BindAddress;
+use crate::run::own_pod::OwnPod;
 use election::{ConfigError, TimingFlags, Timings};
 
 /// Where Kubernetes mounts the pod's namespace.
@@ -119,7 +119,7 @@ pub struct Settings {
     /// The election, or `None` when leader election is off.
     pub election: Option<ElectionSettings>,
     /// The Pod this replica runs in (`POD_NAMESPACE`, `POD_NAME`), watched while leader election is on
-    /// so that the leader leaves as soon as its Pod is deleted ([`crate::own_pod`]).
+    /// so that the leader leaves as soon as its Pod is deleted ([`crate::run::own_pod`]).
     pub own_pod: Option<OwnPod>,
     /// The election's timings, validated even when leader election is off.
     pub timings: Timings,

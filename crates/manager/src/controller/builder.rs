@@ -11,7 +11,7 @@
 //!   `--graceful-shutdown-timeout` (a SIGTERM, 30 s by default). [`drive`] drops such a controller as
 //!   soon as the term ends: with its cache unsynced it has reconciled nothing, so nothing is cut short.
 //! - **Watch errors are silent.** The controller stream yields the watchers' errors, and the watcher's
-//!   own retry warnings are quieted by [`logging`](crate::logging). [`drive`] reports them: a Forbidden
+//!   own retry warnings are quieted by [`logging`](crate::config::logging). [`drive`] reports them: a Forbidden
 //!   names the permission to grant, a 404 asks whether the CRD is installed; at most one warning per
 //!   minute, the rest at debug level.
 
@@ -26,9 +26,9 @@ use kube::runtime::{Controller, controller, reflector::Store, watcher};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::backoff::Backoff;
+use crate::controller::backoff::Backoff;
+use crate::controller::workqueue::WorkqueueMetrics;
 use crate::metrics::{ReconcileMetrics, ReconcileResult};
-use crate::workqueue::WorkqueueMetrics;
 
 /// How often the same controller warns about failing watches.
 const WARN_EVERY: Duration = Duration::from_secs(60);
@@ -230,7 +230,7 @@ impl ReconcileError for std::convert::Infallible {
 /// - every reconcile is timed into `controller_runtime_reconcile_*{controller}` (an `Ok` that waits for
 ///   a change is `success`, one that requeues is `requeue_after`, an `Err` is `error`; in the outcome
 ///   mode, [`Self::run_requeues`], by its [`Requeue`]), and the work queue into
-///   `workqueue_*{name,controller}` as far as kube-runtime shows it ([`crate::workqueue`]);
+///   `workqueue_*{name,controller}` as far as kube-runtime shows it ([`crate::controller::workqueue`]);
 /// - a panicking reconcile is recovered, counted in `controller_runtime_reconcile_panics_total` and
 ///   retried with backoff, as controller-runtime does by default; with [`Self::timeout`] a reconcile that
 ///   runs too long is cancelled and counted in `controller_runtime_reconcile_timeouts_total`; an error
@@ -416,7 +416,7 @@ where
     }
 
     /// Records the work queue's `workqueue_*{name,controller}` series in `workqueue`, as far as
-    /// kube-runtime lets them be observed (see [`crate::workqueue`]).
+    /// kube-runtime lets them be observed (see [`crate::controller::workqueue`]).
     pub fn workqueue(mut self, workqueue: &WorkqueueMetrics) -> Self {
         workqueue.register_controller(&self.name);
         self.workqueue = Some(workqueue.clone());

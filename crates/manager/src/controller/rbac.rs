@@ -136,7 +136,7 @@ pub fn normalize(rules: impl IntoIterator<Item = Rule>) -> Vec<Rule> {
 /// cannot limit by name), `get`, `list`, `watch` and `update` on that one Lease (the elector lists and
 /// watches it with a `metadata.name` field selector), Events about it (`events.k8s.io` and core,
 /// `create`, `patch`), and `get`, `list`, `watch` on Pods, so that the leader can watch its own Pod and
-/// leave as soon as it is deleted ([`crate::own_pod`]; RBAC cannot name a Pod that does not exist yet).
+/// leave as soon as it is deleted ([`crate::run::own_pod`]; RBAC cannot name a Pod that does not exist yet).
 pub fn election_needs(lease: &str) -> Vec<Rule> {
     normalize([
         Rule::new("", &["pods"], &["get", "list", "watch"]),

@@ -48,7 +48,7 @@ pub fn refusal(e: &kube::Error) -> Option<&NotLeader> {
 }
 
 /// A [`kube::Client`] as a tower service, for [`fence_client`] and
-/// [`RestClientMetrics::wrap`](crate::rest_metrics::RestClientMetrics::wrap).
+/// [`RestClientMetrics::wrap`](crate::metrics::rest::RestClientMetrics::wrap).
 #[derive(Clone)]
 pub(crate) struct ClientService(pub(crate) kube::Client);
 

@@ -5,8 +5,10 @@
 //! (a `Following` from the elector, or the guard lapsing), so a write racing the stop is refused even in
 //! the instant before the elector's own bookkeeping catches up.
 //!
-//! The check runs in the client's tower stack ([`crate::gate`]); a refused write reaches the caller as a
+//! The check runs in the client's tower stack ([`crate::fence::gate`]); a refused write reaches the caller as a
 //! [`kube::Error`], which [`is_not_leader`] recognises.
+
+pub mod gate;
 
 use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
@@ -107,9 +109,9 @@ impl Fence {
 
 /// True when `e` is the fence refusing a write (the term has ended), wherever in its source chain the
 /// refusal sits: the one question callers ask of a failed write before reporting it. The refusal itself
-/// is [`crate::gate::refusal`].
+/// is [`crate::fence::gate::refusal`].
 pub fn is_not_leader(e: &kube::Error) -> bool {
-    crate::gate::refusal(e).is_some()
+    crate::fence::gate::refusal(e).is_some()
 }
 
 /// Formats a monotonic instant as the wall-clock time it corresponds to (RFC 3339, UTC).

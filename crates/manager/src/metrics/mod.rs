@@ -1,8 +1,11 @@
 //! The metrics registry and controller-runtime-compatible reconcile metrics.
 //!
 //! One [`prometheus::Registry`] holds everything `/metrics` serves: the elector's
-//! `leader_election_master_status`, process metrics (`process_*`, with [`crate::process_metrics`]), and the reconcile metrics below, with
+//! `leader_election_master_status`, process metrics (`process_*`, with [`crate::metrics::process`]), and the reconcile metrics below, with
 //! controller-runtime's names, labels and buckets so existing dashboards and alerts keep working.
+
+pub mod process;
+pub mod rest;
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -18,8 +21,8 @@ const RECONCILE_BUCKETS: &[f64] = &[
     50.0, 60.0,
 ];
 
-pub use crate::rest_metrics::{RestClientLayer, RestClientMetrics};
-pub use crate::workqueue::WorkqueueMetrics;
+pub use crate::controller::workqueue::WorkqueueMetrics;
+pub use crate::metrics::rest::{RestClientLayer, RestClientMetrics};
 
 /// A metric could not be registered (a name clash).
 #[derive(Debug, thiserror::Error)]
@@ -45,7 +48,7 @@ impl Metrics {
             prometheus::process_collector::ProcessCollector::for_self(),
         ))?;
         #[cfg(target_os = "linux")]
-        registry.register(Box::new(crate::process_metrics::ProcessExtras::new()?))?;
+        registry.register(Box::new(crate::metrics::process::ProcessExtras::new()?))?;
         let workqueue = WorkqueueMetrics::new(&registry)?;
         let mut reconcile = ReconcileMetrics::new(&registry)?;
         reconcile.workqueue = Some(workqueue.clone());

@@ -3,7 +3,7 @@
 //! controller-runtime registers client-go's request metrics in its registry; this is the same counter
 //! with the same labels: `code` is the HTTP status (`<error>` when no response came back), `method` the
 //! HTTP verb in upper case and `host` the apiserver's `host:port`. The layer sits inside each term's
-//! client under the fence (see [`client`](crate::client)), so it counts every request the term sends,
+//! client under the fence (see [`client`](crate::config::client)), so it counts every request the term sends,
 //! the fenced refusals excepted (they never reach the wire); the manager's main and Lease clients are
 //! wrapped with [`RestClientMetrics::wrap`]. `host` is the main config's for all of them, also when
 //! `--leader-election-kubeconfig` points the Lease client elsewhere.
@@ -47,7 +47,7 @@ impl RestClientMetrics {
     pub fn wrap(&self, client: kube::Client, host: &str) -> kube::Client {
         let namespace = client.default_namespace().to_owned();
         kube::Client::new(
-            self.layer(host).layer(crate::gate::ClientService(client)),
+            self.layer(host).layer(crate::fence::gate::ClientService(client)),
             namespace,
         )
     }

@@ -20,10 +20,10 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::bind::BindAddress;
-use crate::health::Health;
+use crate::config::bind::BindAddress;
 use crate::metrics::Metrics;
-use crate::readiness::Readiness;
+use crate::run::health::Health;
+use crate::run::readiness::Readiness;
 
 /// A listener could not be bound.
 #[derive(Debug, thiserror::Error)]

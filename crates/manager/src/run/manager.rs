@@ -7,18 +7,18 @@ use election::{Elector, ElectorBuilder};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::admin::{AdminServer, AdminState, Endpoints};
-use crate::client::{BinaryInfo, Clients, user_agent};
+use crate::config::client::{BinaryInfo, Clients, user_agent};
+use crate::config::settings::{Settings, usage_error};
 use crate::error::Error;
-use crate::health::{DEFAULT_HEALTH_TOLERANCE, Health};
 use crate::metrics::Metrics;
-use crate::own_pod;
-use crate::readiness::Readiness;
-use crate::runnable::{self, AlwaysContext, AlwaysFn, GatedFn};
-use crate::settings::{Settings, usage_error};
-use crate::supervisor::Supervisor;
-use crate::task_group::{BoxError, TaskGroup};
-use crate::term::TermContext;
+use crate::run::admin::{AdminServer, AdminState, Endpoints};
+use crate::run::health::{DEFAULT_HEALTH_TOLERANCE, Health};
+use crate::run::own_pod;
+use crate::run::readiness::Readiness;
+use crate::run::runnable::{self, AlwaysContext, AlwaysFn, GatedFn};
+use crate::run::supervisor::Supervisor;
+use crate::run::task_group::{BoxError, TaskGroup};
+use crate::run::term::TermContext;
 
 type ElectorHook = Box<dyn FnOnce(ElectorBuilder) -> ElectorBuilder + Send>;
 
@@ -74,7 +74,7 @@ impl ManagerBuilder {
         };
         let metrics = Metrics::new()?;
         // client-go counts every request of the process, the Lease traffic too.
-        let host = crate::rest_metrics::host_of(&clients.config.cluster_url);
+        let host = crate::metrics::rest::host_of(&clients.config.cluster_url);
         let rest = metrics.rest_client();
         let clients = Clients {
             main: rest.wrap(clients.main, &host),
@@ -240,7 +240,7 @@ impl Manager {
         } = self;
         let signalled = CancellationToken::new();
         if handle_signals {
-            crate::signals::install(shutdown.clone(), signalled.clone()).map_err(Error::Signals)?;
+            crate::run::signals::install(shutdown.clone(), signalled.clone()).map_err(Error::Signals)?;
         }
         let own_pod = match (&settings.own_pod, &elector) {
             (Some(pod), Some(e)) => Some(tokio::spawn(own_pod::watch_own_pod(
@@ -342,9 +342,9 @@ impl Manager {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::args::Args;
-    use crate::settings::Defaults;
-    use crate::term::ChildHandle;
+    use crate::config::args::Args;
+    use crate::config::settings::Defaults;
+    use crate::run::term::ChildHandle;
     use clap::Parser;
     use std::sync::{Arc, Mutex};
 

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use crate::readiness::ReadyHandle;
-use crate::task_group::BoxError;
-use crate::term::TermContext;
+use crate::run::readiness::ReadyHandle;
+use crate::run::task_group::BoxError;
+use crate::run::term::TermContext;
 
 /// A gated runnable: called once per term.
 pub(crate) type GatedFn = Arc<dyn Fn(TermContext) -> BoxFuture<'static, Result<(), BoxError>> + Send + Sync>;

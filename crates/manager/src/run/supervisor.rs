@@ -24,13 +24,13 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::args::OnLostLeadership;
+use crate::config::args::OnLostLeadership;
 use crate::error::Error;
 use crate::fence::{Fence, wall_clock};
-use crate::health::Health;
-use crate::runnable::GatedFn;
-use crate::task_group::{Failure, StopReport, TaskGroup};
-use crate::term::{TermContext, TermInfo};
+use crate::run::health::Health;
+use crate::run::runnable::GatedFn;
+use crate::run::task_group::{Failure, StopReport, TaskGroup};
+use crate::run::term::{TermContext, TermInfo};
 use election::Timings;
 
 /// Everything the gate needs, moved out of the manager when it runs.
@@ -102,7 +102,7 @@ impl Supervisor {
         };
         let group = TaskGroup::new(self.failures_tx.clone());
         // Each term's work gets its own client, fenced once more under kube's request buffer.
-        let term_client = crate::client::term_client(&self.config, &fence, &self.rest_metrics)
+        let term_client = crate::config::client::term_client(&self.config, &fence, &self.rest_metrics)
             .unwrap_or_else(|e| {
                 tracing::error!(error = %e, "cannot build the term's client; using the main client");
                 self.client.clone()

@@ -158,7 +158,7 @@ impl TaskGroup {
             .tasks
         {
             if !handle.is_finished() {
-                tracing::warn!(runnable = %name, bound_ms = crate::supervisor::millis(bound), "runnable did not stop in time; aborting");
+                tracing::warn!(runnable = %name, bound_ms = crate::run::supervisor::millis(bound), "runnable did not stop in time; aborting");
                 handle.abort();
                 aborted += 1;
             }

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use kube::Api;
 
 use crate::fence::Fence;
-use crate::task_group::{BoxError, TaskGroup, TermEnded};
+use crate::run::task_group::{BoxError, TaskGroup, TermEnded};
 
 /// Facts about a term, for logs and for work that wants to record who wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]

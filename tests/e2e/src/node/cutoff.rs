@@ -135,7 +135,7 @@ pub async fn run(
     lease: &str,
 ) -> anyhow::Result<Cutoff> {
     let (timings, _, _) = super::candidate::provider_nop_conditions()?;
-    let tolerance = manager::health::DEFAULT_HEALTH_TOLERANCE;
+    let tolerance = manager::run::health::DEFAULT_HEALTH_TOLERANCE;
     let probe = liveness_probe()?;
     let leader = leader_pod(client, lease).await?;
     let name = workload::name(&leader).to_string();

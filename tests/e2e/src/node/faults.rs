@@ -349,7 +349,7 @@ fn cutoff_note(c: &cutoff::Cutoff) -> String {
          `HealthzAdaptor` fails `/healthz` only while the process still believes it leads with a renewal \
          older than the lease + tolerance. Ours (`--on-lost-leadership standby`, the default) stops only its \
          leader work at the renew deadline and goes back to standby in the same process, with its caches \
-         and its watch of the Lease; `/healthz` (crates/manager/src/health.rs) fails only while a replica \
+         and its watch of the Lease; `/healthz` (crates/manager/src/run/health.rs) fails only while a replica \
          *leads* with its last renewal sent more than lease + tolerance ago, which a replica that stepped \
          down never does. Measured here: {} stepped down {:.1} s after its last received renewal (renew \
          deadline {:.0} s), {} took over {:.1} s after it (lease {:.0} s), and in {:.0} s cut off, past \

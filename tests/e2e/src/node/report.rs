@@ -200,7 +200,7 @@ fn handover_tables(
          request to the release write, and from the release to the next holder's write (the electors' own \
          part). Before the release, ours and client-go's differ in what starts the stop: our leader watches \
          its own Pod (POD_NAME, a field-selected watch) and, seeing its deletionTimestamp, stops its leader \
-         work and releases at once, before the kubelet's SIGTERM (crates/manager/src/own_pod.rs); \
+         work and releases at once, before the kubelet's SIGTERM (crates/manager/src/run/own_pod.rs); \
          client-go's candidate releases on the SIGTERM the kubelet sends once it has seen the deletion \
          through its own watch of Pods and stopped the container through containerd."
     )?;
