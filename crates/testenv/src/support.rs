@@ -119,7 +119,8 @@ pub struct Process {
 
 impl Process {
     /// Starts `binary` with `args` as replica `identity`, logging to `<dir>/<identity>.log`.
-    pub fn start(binary: &str, dir: &Path, identity: &str, args: &[String]) -> Result<Self> {
+    pub fn start(binary: impl AsRef<Path>, dir: &Path, identity: &str, args: &[String]) -> Result<Self> {
+        let binary = binary.as_ref();
         std::fs::create_dir_all(dir).map_err(Error::io("creating a log directory", dir))?;
         let log = dir.join(format!("{identity}.log"));
         let out = std::fs::File::create(&log).map_err(Error::io("creating a replica log", &log))?;

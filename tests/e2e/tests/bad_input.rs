@@ -22,7 +22,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, ensure};
-use common::{BINARIES, Binary, NOP, Replica};
+use common::{Binary, Replica, binaries, nop};
 use e2e::checker::{self, Lock};
 use e2e::relay::Relay;
 use jiff::Timestamp;
@@ -129,7 +129,7 @@ async fn invalid_flags_exit_2_naming_the_flag() -> anyhow::Result<()> {
         ),
     ];
     let started = Instant::now();
-    for bin in BINARIES {
+    for bin in binaries() {
         for (args, code, wanted) in &cases {
             let (status, stderr) = bin.run(args)?;
             let what = format!("{} {args:?}", bin.name);
@@ -149,7 +149,7 @@ async fn invalid_flags_exit_2_naming_the_flag() -> anyhow::Result<()> {
     }
     println!(
         "{} invalid invocations in {:.1}s",
-        BINARIES.len() * cases.len(),
+        binaries().len() * cases.len(),
         started.elapsed().as_secs_f64()
     );
     drop(busy);
@@ -190,7 +190,7 @@ async fn apiserver_unreachable_at_start() -> anyhow::Result<()> {
     kubeconfig_for_port(cluster.kubeconfig(), relay.port(), &kubeconfig)?;
 
     let mut replicas: Vec<Replica> = Vec::new();
-    for bin in BINARIES {
+    for bin in binaries() {
         let lease = format!("lease-{}", bin.short());
         let args = bin.replica_args(&kubeconfig, &ns, &lease, true);
         replicas.push(bin.start("bad-unreachable", &format!("{ns}-{}", bin.short()), &args)?);
@@ -227,7 +227,7 @@ async fn apiserver_unreachable_at_start() -> anyhow::Result<()> {
     for r in &replicas {
         let lease = format!(
             "lease-{}",
-            BINARIES
+            binaries()
                 .iter()
                 .find(|b| b.name == r.name)
                 .map_or("", Binary::short)
@@ -308,7 +308,7 @@ async fn forbidden_stands_by_naming_the_rbac_rule() -> anyhow::Result<()> {
     common::install_all_crds(&client).await?;
     let ns = cluster.namespace("bad-forbidden").await?;
     let mut replicas: Vec<(Replica, String, String)> = Vec::new();
-    for bin in BINARIES {
+    for bin in binaries() {
         let sa = bin.short().to_string();
         let kubeconfig = cluster.service_account_kubeconfig(&ns, &sa).await?;
         let lease = format!("lease-{}", bin.short());
@@ -437,8 +437,8 @@ async fn malformed_lease_records() -> anyhow::Result<()> {
     for (case, spec, _) in &cases {
         let lease = format!("lease-{case}");
         common::put_lease(&client, &ns, &lease, spec.clone()).await?;
-        let args = NOP.replica_args(cluster.kubeconfig(), &ns, &lease, true);
-        let r = NOP.start("bad-lease", &format!("{ns}-{case}"), &args)?;
+        let args = nop().replica_args(cluster.kubeconfig(), &ns, &lease, true);
+        let r = nop().start("bad-lease", &format!("{ns}-{case}"), &args)?;
         running.push((r, lease, Instant::now()));
     }
     for ((case, _, at_once), (r, lease, started)) in cases.iter().zip(&mut running) {
@@ -524,16 +524,16 @@ impl Pair {
         testenv::support::install_crds(&client, &provider_nop::crds()).await?;
         let ns = cluster.namespace(name).await?;
         let started = Timestamp::now();
-        let a = NOP.start(
+        let a = nop().start(
             name,
             &format!("{ns}-a"),
-            &NOP.replica_args(cluster.kubeconfig(), &ns, NOP_LEASE, true),
+            &nop().replica_args(cluster.kubeconfig(), &ns, NOP_LEASE, true),
         )?;
         common::wait_holder(&client, &ns, NOP_LEASE, a.identity(), Duration::from_secs(20)).await?;
-        let b = NOP.start(
+        let b = nop().start(
             name,
             &format!("{ns}-b"),
-            &NOP.replica_args(cluster.kubeconfig(), &ns, NOP_LEASE, true),
+            &nop().replica_args(cluster.kubeconfig(), &ns, NOP_LEASE, true),
         )?;
         common::create_nops(&client, &ns, PAIR_COUNT).await?;
         common::wait_all_ready(&client, &ns, PAIR_COUNT, Duration::from_secs(60)).await?;

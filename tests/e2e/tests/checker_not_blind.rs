@@ -20,7 +20,7 @@ mod common;
 use std::time::Duration;
 
 use anyhow::ensure;
-use common::{NOP, Replica};
+use common::{Replica, nop};
 use e2e::checker::{self, Lock, writer};
 use jiff::Timestamp;
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
@@ -83,10 +83,10 @@ async fn run(name: &str, mode: Mode) -> anyhow::Result<Run> {
 
     let leader_id = format!("{ns}-a");
     let leader_kubeconfig = cluster.pod_kubeconfig(&ns, SA, &leader_id).await?;
-    let mut a = NOP.start(
+    let mut a = nop().start(
         name,
         &leader_id,
-        &NOP.replica_args(&leader_kubeconfig, &ns, LEASE, true),
+        &nop().replica_args(&leader_kubeconfig, &ns, LEASE, true),
     )?;
     common::wait_holder(&client, &ns, LEASE, &leader_id, Duration::from_secs(20)).await?;
     let other_id = format!(
@@ -98,11 +98,11 @@ async fn run(name: &str, mode: Mode) -> anyhow::Result<Run> {
         }
     );
     let other_kubeconfig = cluster.pod_kubeconfig(&ns, SA, &other_id).await?;
-    let mut other_args = NOP.replica_args(&other_kubeconfig, &ns, LEASE, mode == Mode::Gated);
+    let mut other_args = nop().replica_args(&other_kubeconfig, &ns, LEASE, mode == Mode::Gated);
     if mode == Mode::Impersonator {
         other_args.extend(["--leader-election-identity".to_owned(), leader_id.clone()]);
     }
-    let mut b = NOP.start(name, &other_id, &other_args)?;
+    let mut b = nop().start(name, &other_id, &other_args)?;
 
     common::create_nops(&client, &ns, COUNT).await?;
     common::wait_all_ready(&client, &ns, COUNT, Duration::from_secs(60)).await?;

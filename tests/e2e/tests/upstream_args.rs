@@ -18,7 +18,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context, bail, ensure};
-use common::{BINARIES, Binary};
+use common::{Binary, binaries};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 
@@ -82,7 +82,7 @@ async fn run_like_upstream(b: Binary, ns: String, args: &[&str], elected: bool) 
     std::fs::create_dir_all(&dir)?;
     let log = dir.join(format!("{}-{shape}-{ns}.log", b.name));
     let out = std::fs::File::create(&log)?;
-    let mut child = tokio::process::Command::new(b.path)
+    let mut child = tokio::process::Command::new(&b.path)
         .args(args)
         // Isolation from the other tests on the shared apiserver (hidden; not an upstream flag).
         .args([b.selector_flag, &format!("test={ns}")])
@@ -191,16 +191,19 @@ async fn providers_run_as_the_package_manager_runs_them() -> anyhow::Result<()> 
     ]
     .concat();
     testenv::support::install_crds(&client, &crds).await?;
-    let providers: Vec<Binary> = BINARIES
-        .into_iter()
+    let all = binaries();
+    let providers: Vec<Binary> = all
+        .iter()
         .filter(|b| b.name.starts_with("provider-"))
+        .cloned()
         .collect();
-    ensure!(providers.len() == 3, "expected three providers in {BINARIES:?}");
+    ensure!(providers.len() == 3, "expected three providers in {all:?}");
     let mut runs = tokio::task::JoinSet::new();
     for b in providers {
         // The package manager's own shape: no args, election off (upstream's default).
         let ns = cluster.namespace(&format!("{}-plain", b.short())).await?;
-        runs.spawn(async move { run_like_upstream(b, ns, &[], false).await });
+        let plain = b.clone();
+        runs.spawn(async move { run_like_upstream(plain, ns, &[], false).await });
         // A DeploymentRuntimeConfig for standby replicas.
         let ns = cluster.namespace(&format!("{}-drc", b.short())).await?;
         runs.spawn(async move { run_like_upstream(b, ns, &["--debug", "--leader-election"], true).await });

@@ -163,12 +163,20 @@ fn existing_files(root: &Path) -> anyhow::Result<Vec<PathBuf>> {
 
 /// Every file of deploy/, by path relative to it, with images named under `registry`.
 pub fn render(registry: &Registry) -> anyhow::Result<BTreeMap<PathBuf, String>> {
+    render_binaries(&deployed(), registry)
+}
+
+/// Every file of deploy/ for `binaries` (deploy/ itself is [`render`] of [`deployed`]): what one more
+/// line in [`deployed`] would add is `render_binaries` of the list with that line.
+pub fn render_binaries(
+    binaries: &[Deployed],
+    registry: &Registry,
+) -> anyhow::Result<BTreeMap<PathBuf, String>> {
     let mut files = BTreeMap::new();
     let version = env!("CARGO_PKG_VERSION");
-    let binaries = deployed();
 
     let mut crd_files = Vec::new();
-    for b in &binaries {
+    for b in binaries {
         for crd in (b.crds)() {
             let name = crd.metadata.name.clone().context("a CRD without a name")?;
             let file = format!("{name}.yaml");
@@ -185,13 +193,13 @@ pub fn render(registry: &Registry) -> anyhow::Result<BTreeMap<PathBuf, String>> 
         yaml(&kustomization(&crd_files, None))?,
     );
 
-    for b in &binaries {
+    for b in binaries {
         for (file, obj) in base(b, registry) {
             files.insert(PathBuf::from(b.name).join(file), yaml(&obj)?);
         }
     }
 
-    for image in crate::image::BINARIES.iter() {
+    for image in &crate::image::images_of(binaries) {
         files.insert(
             PathBuf::from(image.name).join("Dockerfile"),
             dockerfile(image, version, registry),
@@ -201,7 +209,7 @@ pub fn render(registry: &Registry) -> anyhow::Result<BTreeMap<PathBuf, String>> 
     // The server-side fence of each binary, opt-in (`kubectl apply -k deploy/fencing`): it needs every
     // replica to run with leader election and a pod-bound token (see `election::admission`).
     let mut fence_files = Vec::new();
-    for b in &binaries {
+    for b in binaries {
         let name = format!("crossplane-rs-fence-{}", b.name);
         let fence = election::admission::FencePolicy {
             name: &name,
@@ -263,7 +271,7 @@ pub fn render(registry: &Registry) -> anyhow::Result<BTreeMap<PathBuf, String>> 
         }))?,
     );
     // The same objects as a Helm chart with upstream's value names.
-    files.extend(crate::chart::render(&binaries, version, registry)?);
+    files.extend(crate::chart::render(binaries, version, registry)?);
 
     let mut resources = vec!["namespace.yaml".to_owned(), "crds".to_owned()];
     resources.extend(binaries.iter().map(|b| b.name.to_owned()));

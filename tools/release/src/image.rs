@@ -51,11 +51,14 @@ pub struct Binary {
     pub cmd: &'static [&'static str],
 }
 
-/// Every image that ships, one per distinct image of [`crate::binaries::deployed`], in deploy order; its
-/// default arguments are those of the first Deployment that runs it.
-pub static BINARIES: LazyLock<Vec<Binary>> = LazyLock::new(|| {
+/// Every image that ships: [`images_of`] [`crate::binaries::deployed`].
+pub static BINARIES: LazyLock<Vec<Binary>> = LazyLock::new(|| images_of(&crate::binaries::deployed()));
+
+/// The images of `deployed`, one per distinct image, in its order; an image's default arguments are
+/// those of the first Deployment that runs it.
+pub fn images_of(deployed: &[crate::binaries::Deployed]) -> Vec<Binary> {
     let mut images: Vec<Binary> = Vec::new();
-    for d in crate::binaries::deployed() {
+    for d in deployed {
         if images.iter().all(|b| b.name != d.image) {
             images.push(Binary {
                 package: d.package,
@@ -66,7 +69,7 @@ pub static BINARIES: LazyLock<Vec<Binary>> = LazyLock::new(|| {
         }
     }
     images
-});
+}
 
 /// The non-root user and group the images run as.
 pub const USER: &str = "65532:65532";

@@ -30,72 +30,70 @@ pub const TIMINGS: [&str; 6] = [
     "1s",
 ];
 
-/// One of the five binaries, as its Deployment runs it.
-#[derive(Debug, Clone, Copy)]
+/// One of the binaries that ship, as its Deployment runs it.
+#[derive(Debug, Clone)]
 pub struct Binary {
-    /// The name it goes by (and its clap name).
+    /// The name it goes by: its Deployment's (and its clap name).
     pub name: &'static str,
-    /// The executable: this package's build of the binary's `main` (see `src/bin`).
-    pub path: &'static str,
+    /// The executable: this package's build of the binary's `main` (`src/bin/e2e-<image>.rs`).
+    pub path: PathBuf,
     /// The subcommand, if any.
     pub subcommand: &'static [&'static str],
     /// The flag that limits what it watches to a test's objects.
     pub selector_flag: &'static str,
+    /// A provider (else the core's image).
+    provider: bool,
 }
 
-/// crossplane (core), crossplane-rbac-manager, provider-nop, provider-kubernetes, provider-sql.
-pub const BINARIES: [Binary; 5] = [
-    Binary {
-        name: "crossplane",
-        path: env!("CARGO_BIN_EXE_e2e-crossplane"),
-        subcommand: &["core", "start"],
-        selector_flag: "--watch-label-selector",
-    },
-    Binary {
-        name: "crossplane-rbac-manager",
-        path: env!("CARGO_BIN_EXE_e2e-crossplane"),
-        subcommand: &["rbac", "start"],
-        selector_flag: "--watch-label-selector",
-    },
-    Binary {
-        name: "provider-nop",
-        path: env!("CARGO_BIN_EXE_e2e-provider-nop"),
-        subcommand: &[],
-        selector_flag: "--label-selector",
-    },
-    Binary {
-        name: "provider-kubernetes",
-        path: env!("CARGO_BIN_EXE_e2e-provider-kubernetes"),
-        subcommand: &[],
-        selector_flag: "--label-selector",
-    },
-    Binary {
-        name: "provider-sql",
-        path: env!("CARGO_BIN_EXE_e2e-provider-sql"),
-        subcommand: &[],
-        selector_flag: "--label-selector",
-    },
-];
+/// Every deployed binary, in deploy order, from the one description of them
+/// (`release::binaries::deployed`): crossplane (core), crossplane-rbac-manager and each provider.
+pub fn binaries() -> Vec<Binary> {
+    // Cargo builds this package's binaries next to the test executables' `deps/` directory.
+    let dir = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent()?.parent().map(Path::to_path_buf))
+        .unwrap_or_default();
+    release::binaries::deployed()
+        .into_iter()
+        .map(|d| Binary {
+            name: d.name,
+            path: dir.join(format!("e2e-{}", d.image)),
+            subcommand: d.args,
+            selector_flag: if d.provider {
+                "--label-selector"
+            } else {
+                "--watch-label-selector"
+            },
+            provider: d.provider,
+        })
+        .collect()
+}
 
 /// provider-nop.
-pub const NOP: Binary = BINARIES[2];
+pub fn nop() -> Binary {
+    binaries()
+        .into_iter()
+        .find(|b| b.name == "provider-nop")
+        .expect("provider-nop is deployed")
+}
 
 impl Binary {
-    /// A short name for identities and Lease names.
+    /// A short name for identities and Lease names: a provider's name without `provider-`, the core's
+    /// binaries' without `crossplane-` (`core` for the core itself).
     pub fn short(&self) -> &'static str {
-        match self.name {
-            "crossplane" => "core",
-            "crossplane-rbac-manager" => "rbac",
-            "provider-nop" => "nop",
-            "provider-kubernetes" => "k8s",
-            _ => "sql",
+        if self.provider {
+            self.name.strip_prefix("provider-").unwrap_or(self.name)
+        } else if self.name == "crossplane" {
+            "core"
+        } else {
+            self.name.strip_prefix("crossplane-").unwrap_or(self.name)
         }
     }
 
     /// Runs it to completion with `args` after the subcommand (no cluster needed): exit status and
     /// stderr.
     pub fn run(&self, args: &[&str]) -> anyhow::Result<(ExitStatus, String)> {
-        let out = Command::new(self.path)
+        let out = Command::new(&self.path)
             .args(self.subcommand)
             .args(args)
             .env_remove("KUBECONFIG")
@@ -140,7 +138,7 @@ impl Binary {
     /// Starts a replica `identity` with `args` (from [`Binary::replica_args`]), logging under `test`.
     pub fn start(&self, test: &str, identity: &str, args: &[String]) -> anyhow::Result<Replica> {
         let dir = log_dir(test);
-        let process = Process::start(self.path, &dir, identity, args)?;
+        let process = Process::start(&self.path, &dir, identity, args)?;
         Ok(Replica {
             process,
             name: self.name,
