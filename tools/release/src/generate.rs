@@ -174,7 +174,33 @@ pub fn render_binaries(
 ) -> anyhow::Result<BTreeMap<PathBuf, String>> {
     let mut files = BTreeMap::new();
     let version = env!("CARGO_PKG_VERSION");
+    crd_files(&mut files, binaries)?;
+    base_files(&mut files, binaries, version, registry)?;
+    fence_files(&mut files, binaries)?;
+    user_role_files(&mut files)?;
+    files.insert(
+        "namespace.yaml".into(),
+        yaml(&json!({
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": NAMESPACE, "labels": labels("crossplane-system")},
+        }))?,
+    );
+    // The same objects as a Helm chart with upstream's value names.
+    files.extend(crate::chart::render(binaries, version, registry)?);
 
+    let mut resources = vec!["namespace.yaml".to_owned(), "crds".to_owned()];
+    resources.extend(binaries.iter().map(|b| b.name.to_owned()));
+    resources.push(USER_ROLES.to_owned());
+    files.insert(
+        "kustomization.yaml".into(),
+        yaml(&kustomization(&resources, Some(NAMESPACE)))?,
+    );
+    Ok(files)
+}
+
+/// Every binary's CRDs under crds/, with their kustomization.
+fn crd_files(files: &mut BTreeMap<PathBuf, String>, binaries: &[Deployed]) -> anyhow::Result<()> {
     let mut crd_files = Vec::new();
     for b in binaries {
         for crd in (b.crds)() {
@@ -193,6 +219,16 @@ pub fn render_binaries(
         yaml(&kustomization(&crd_files, None))?,
     );
 
+    Ok(())
+}
+
+/// Each binary's kustomize base, and each image's Dockerfile.
+fn base_files(
+    files: &mut BTreeMap<PathBuf, String>,
+    binaries: &[Deployed],
+    version: &str,
+    registry: &Registry,
+) -> anyhow::Result<()> {
     for b in binaries {
         for (file, obj) in base(b, registry) {
             files.insert(PathBuf::from(b.name).join(file), yaml(&obj)?);
@@ -206,8 +242,12 @@ pub fn render_binaries(
         );
     }
 
-    // The server-side fence of each binary, opt-in (`kubectl apply -k deploy/fencing`): it needs every
-    // replica to run with leader election and a pod-bound token (see `election::admission`).
+    Ok(())
+}
+
+/// The server-side fence of each binary, opt-in (`kubectl apply -k deploy/fencing`): it needs every
+/// replica to run with leader election and a pod-bound token (see `election::admission`).
+fn fence_files(files: &mut BTreeMap<PathBuf, String>, binaries: &[Deployed]) -> anyhow::Result<()> {
     let mut fence_files = Vec::new();
     for b in binaries {
         let name = format!("crossplane-rs-fence-{}", b.name);
@@ -234,8 +274,12 @@ pub fn render_binaries(
         yaml(&kustomization(&fence_files, None))?,
     );
 
-    // The user-facing roles (crossplane-admin, -edit, -view, -browse) that the RBAC manager's per-XRD
-    // roles aggregate into, as upstream's chart ships them.
+    Ok(())
+}
+
+/// The user-facing roles (crossplane-admin, -edit, -view, -browse) that the RBAC manager's per-XRD
+/// roles aggregate into, as upstream's chart ships them.
+fn user_role_files(files: &mut BTreeMap<PathBuf, String>) -> anyhow::Result<()> {
     let mut role_files = Vec::new();
     for role in crossplane::roles::user_roles() {
         let name = role
@@ -262,25 +306,7 @@ pub fn render_binaries(
         yaml(&kustomization(&role_files, None))?,
     );
 
-    files.insert(
-        "namespace.yaml".into(),
-        yaml(&json!({
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": NAMESPACE, "labels": labels("crossplane-system")},
-        }))?,
-    );
-    // The same objects as a Helm chart with upstream's value names.
-    files.extend(crate::chart::render(binaries, version, registry)?);
-
-    let mut resources = vec!["namespace.yaml".to_owned(), "crds".to_owned()];
-    resources.extend(binaries.iter().map(|b| b.name.to_owned()));
-    resources.push(USER_ROLES.to_owned());
-    files.insert(
-        "kustomization.yaml".into(),
-        yaml(&kustomization(&resources, Some(NAMESPACE)))?,
-    );
-    Ok(files)
+    Ok(())
 }
 
 fn kustomization(resources: &[String], namespace: Option<&str>) -> Value {

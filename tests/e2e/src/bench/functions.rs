@@ -173,97 +173,16 @@ async fn compose(
     logs: &Path,
 ) -> anyhow::Result<Composed> {
     let client = cluster.client().await?;
-    let crds: Api<
-        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-    > = Api::all(client.clone());
-    for crd in crossplane::crds() {
-        let name = crd.metadata.name.clone().context("CRD name")?;
-        crds.patch(
-            &name,
-            &PatchParams::apply("xtask-bench").force(),
-            &Patch::Apply(&crd),
-        )
-        .await?;
-    }
-    let port = free_port()?;
-    let address = format!("127.0.0.1:{port}");
+    install_crds(&client).await?;
     let fn_log = logs.join("function.log");
-    let out = std::fs::File::create(&fn_log)?;
-    let _function = Command::new(python)
-        .arg(script)
-        .args(["--address", &address])
-        .stdin(Stdio::null())
-        .stdout(out.try_clone()?)
-        .stderr(out)
-        .kill_on_drop(true)
-        .spawn()
-        .context("starting the SDK function")?;
-    wait_port(&address).await?;
-    let core_log = std::fs::File::create(logs.join("core.log"))?;
-    let _core = Command::new(core)
-        .args(["core", "start", "--kubeconfig"])
-        .arg(cluster.kubeconfig())
-        .args(["--metrics-bind-address", "0", "--health-probe-bind-address", "0"])
-        .env_remove("LEADER_ELECTION")
-        .env_remove("KUBECONFIG")
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(core_log.try_clone()?)
-        .stderr(core_log)
-        .kill_on_drop(true)
-        .spawn()
-        .context("starting the core")?;
+    let (_function, address) = start_function(python, script, &fn_log).await?;
+    let _core = start_core(cluster, core, logs)?;
     let ns = cluster.namespace("bench-fn").await?;
     let group = "bench.crossplane-rs.io";
-    let xrd = dynamic(
-        "apiextensions.crossplane.io",
-        "v2",
-        "CompositeResourceDefinition",
-        "compositeresourcedefinitions",
-    );
-    let xrds: Api<DynamicObject> = Api::all_with(client.clone(), &xrd);
-    apply(&xrds, json!({"apiVersion": "apiextensions.crossplane.io/v2", "kind": "CompositeResourceDefinition",
-        "metadata": {"name": format!("xapps.{group}")},
-        "spec": {"group": group, "names": {"kind": "XApp", "plural": "xapps"},
-                 "versions": [{"name": "v1", "referenceable": true, "served": true, "schema": {"openAPIV3Schema": {
-                     "type": "object", "properties": {"spec": {"type": "object", "properties": {"value": {"type": "string"}}}}}}}]}})).await?;
-    let fns: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &dynamic("pkg.crossplane.io", "v1", "Function", "functions"),
-    );
-    apply(
-        &fns,
-        json!({"apiVersion": "pkg.crossplane.io/v1", "kind": "Function",
-        "metadata": {"name": "function-sdk", "annotations": {"render.crossplane.io/runtime": "Development",
-            "render.crossplane.io/runtime-development-target": address}},
-        "spec": {"package": "unused"}}),
-    )
-    .await?;
-    let comps: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &dynamic("apiextensions.crossplane.io", "v1", "Composition", "compositions"),
-    );
-    apply(&comps, json!({"apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
-        "metadata": {"name": "bench"},
-        "spec": {"compositeTypeRef": {"apiVersion": format!("{group}/v1"), "kind": "XApp"}, "mode": "Pipeline",
-                 "pipeline": [
-                    {"step": "sdk", "functionRef": {"name": "function-sdk"},
-                     "input": {"apiVersion": "test.crossplane-rs.io/v1", "kind": "Input", "mode": "compose", "count": 4}},
-                    {"step": "pt", "functionRef": {"name": "function-patch-and-transform"}, "input": pt_input()}]}})).await?;
+    install_pipeline(&client, group, &address).await?;
     let xr_ar = dynamic(group, "v1", "XApp", "xapps");
     let xrs: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &xr_ar);
-    // The XR kind is served once the core has rendered the XRD's CRD.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while xrs.list(&ListParams::default().limit(1)).await.is_err() {
-        if Instant::now() > deadline {
-            bail!(
-                "the XApp kind is not served after 120 s; see {}",
-                logs.join("core.log").display()
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    wait_served(&xrs, logs).await?;
     let started = Instant::now();
     for i in 0..XRS {
         let o: DynamicObject = serde_json::from_value(
@@ -306,6 +225,121 @@ async fn compose(
     Ok(Composed { total_secs, calls })
 }
 
+/// The core's CRDs.
+async fn install_crds(client: &kube::Client) -> anyhow::Result<()> {
+    let crds: Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = Api::all(client.clone());
+    for crd in crossplane::crds() {
+        let name = crd.metadata.name.clone().context("CRD name")?;
+        crds.patch(
+            &name,
+            &PatchParams::apply("xtask-bench").force(),
+            &Patch::Apply(&crd),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// The SDK function on a free loopback port, logging to `fn_log`; the process and its address.
+async fn start_function(
+    python: &Path,
+    script: &Path,
+    fn_log: &Path,
+) -> anyhow::Result<(tokio::process::Child, String)> {
+    let port = free_port()?;
+    let address = format!("127.0.0.1:{port}");
+    let out = std::fs::File::create(fn_log)?;
+    let function = Command::new(python)
+        .arg(script)
+        .args(["--address", &address])
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting the SDK function")?;
+    wait_port(&address).await?;
+    Ok((function, address))
+}
+
+/// The core, unelected, logging to `<logs>/core.log`.
+fn start_core(cluster: &testenv::Cluster, core: &Path, logs: &Path) -> anyhow::Result<tokio::process::Child> {
+    let core_log = std::fs::File::create(logs.join("core.log"))?;
+    let core = Command::new(core)
+        .args(["core", "start", "--kubeconfig"])
+        .arg(cluster.kubeconfig())
+        .args(["--metrics-bind-address", "0", "--health-probe-bind-address", "0"])
+        .env_remove("LEADER_ELECTION")
+        .env_remove("KUBECONFIG")
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(core_log.try_clone()?)
+        .stderr(core_log)
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting the core")?;
+    Ok(core)
+}
+
+/// The XRD, the Function (a development runtime at `address`) and the two-step Composition.
+async fn install_pipeline(client: &kube::Client, group: &str, address: &str) -> anyhow::Result<()> {
+    let xrd = dynamic(
+        "apiextensions.crossplane.io",
+        "v2",
+        "CompositeResourceDefinition",
+        "compositeresourcedefinitions",
+    );
+    let xrds: Api<DynamicObject> = Api::all_with(client.clone(), &xrd);
+    apply(&xrds, json!({"apiVersion": "apiextensions.crossplane.io/v2", "kind": "CompositeResourceDefinition",
+        "metadata": {"name": format!("xapps.{group}")},
+        "spec": {"group": group, "names": {"kind": "XApp", "plural": "xapps"},
+                 "versions": [{"name": "v1", "referenceable": true, "served": true, "schema": {"openAPIV3Schema": {
+                     "type": "object", "properties": {"spec": {"type": "object", "properties": {"value": {"type": "string"}}}}}}}]}})).await?;
+    let fns: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &dynamic("pkg.crossplane.io", "v1", "Function", "functions"),
+    );
+    apply(
+        &fns,
+        json!({"apiVersion": "pkg.crossplane.io/v1", "kind": "Function",
+        "metadata": {"name": "function-sdk", "annotations": {"render.crossplane.io/runtime": "Development",
+            "render.crossplane.io/runtime-development-target": address}},
+        "spec": {"package": "unused"}}),
+    )
+    .await?;
+    let comps: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &dynamic("apiextensions.crossplane.io", "v1", "Composition", "compositions"),
+    );
+    apply(&comps, json!({"apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+        "metadata": {"name": "bench"},
+        "spec": {"compositeTypeRef": {"apiVersion": format!("{group}/v1"), "kind": "XApp"}, "mode": "Pipeline",
+                 "pipeline": [
+                    {"step": "sdk", "functionRef": {"name": "function-sdk"},
+                     "input": {"apiVersion": "test.crossplane-rs.io/v1", "kind": "Input", "mode": "compose", "count": 4}},
+                    {"step": "pt", "functionRef": {"name": "function-patch-and-transform"}, "input": pt_input()}]}})).await?;
+    Ok(())
+}
+
+/// Waits until the XR kind is served (the core has rendered the XRD's CRD).
+async fn wait_served(xrs: &Api<DynamicObject>, logs: &Path) -> anyhow::Result<()> {
+    // The XR kind is served once the core has rendered the XRD's CRD.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while xrs.list(&ListParams::default().limit(1)).await.is_err() {
+        if Instant::now() > deadline {
+            bail!(
+                "the XApp kind is not served after 120 s; see {}",
+                logs.join("core.log").display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    Ok(())
+}
+
 /// Runs the benchmark and writes `docs/functions-benchmark.md`.
 pub fn run() -> anyhow::Result<i32> {
     release::prereq::function_venv()?;
@@ -337,38 +371,79 @@ pub fn run() -> anyhow::Result<i32> {
     let result = rt.block_on(async {
         eprintln!("[bench] {XRS} XRs x 5 ConfigMaps through function-sdk then patch-and-transform");
         let composed = compose(cp.cluster(), &core, &python, &script, &logs).await?;
-        eprintln!("[bench] {CALLS} calls each: tonic echo, the Python SDK function, the built-in step");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let echo_addr = listener.local_addr()?.to_string();
-        tokio::spawn(
-            tonic::transport::Server::builder()
-                .add_service(FunctionRunnerServiceServer::new(Echo))
-                .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
-        );
-        let echo = time_calls(&function::Client::insecure(&echo_addr)?).await?;
-        let port = free_port()?;
-        let address = format!("127.0.0.1:{port}");
-        let _py = Command::new(&python)
-            .arg(&script)
-            .args(["--address", &address])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()?;
-        wait_port(&address).await?;
-        let sdk = time_calls(&function::Client::insecure(&address)?).await?;
-        let builtin = time_builtin()?;
+        let (echo, sdk, builtin) = per_call(&python, &script).await?;
         anyhow::Ok((composed, echo, sdk, builtin))
     });
     cp.stop().context("stopping the bench control plane")?;
     let (composed, echo, sdk, builtin) = result?;
+    let md = markdown(&began, &provenance, &composed, &echo, &sdk, &builtin)?;
+    let path = root.join("docs").join("functions-benchmark.md");
+    std::fs::create_dir_all(path.parent().context("docs dir")?)?;
+    std::fs::write(&path, &md)?;
+    let call = |s: &[f64]| serde_json::json!({"n": s.len(), "p50_ms": pct(s, 50.0), "p99_ms": pct(s, 99.0)});
+    let json = serde_json::json!({
+        "xrs": XRS,
+        "resources_per_xr": 5,
+        "total_s": composed.total_secs,
+        "function_calls": composed.calls,
+        "function_calls_per_xr": composed.calls as f64 / XRS as f64,
+        "grpc_echo": call(&echo),
+        "grpc_python_sdk": call(&sdk),
+        "builtin_patch_and_transform": call(&builtin),
+        "provenance": provenance,
+    });
+    std::fs::write(
+        root.join("docs").join("functions-benchmark.json"),
+        serde_json::to_string_pretty(&json)? + "\n",
+    )?;
+    eprintln!("{md}");
+    eprintln!("[bench] wrote {}", path.display());
+    Ok(0)
+}
+
+/// The per-call cost, [`CALLS`] sequential calls each: a tonic function that answers at once (the gRPC
+/// overhead), the Python SDK function, and the built-in step in process.
+async fn per_call(python: &Path, script: &Path) -> anyhow::Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
+    eprintln!("[bench] {CALLS} calls each: tonic echo, the Python SDK function, the built-in step");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let echo_addr = listener.local_addr()?.to_string();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(FunctionRunnerServiceServer::new(Echo))
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
+    );
+    let echo = time_calls(&function::Client::insecure(&echo_addr)?).await?;
+    let port = free_port()?;
+    let address = format!("127.0.0.1:{port}");
+    let _py = Command::new(python)
+        .arg(script)
+        .args(["--address", &address])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()?;
+    wait_port(&address).await?;
+    let sdk = time_calls(&function::Client::insecure(&address)?).await?;
+    let builtin = time_builtin()?;
+    Ok((echo, sdk, builtin))
+}
+
+/// docs/functions-benchmark.md.
+fn markdown(
+    began: &Timestamp,
+    provenance: &serde_json::Value,
+    composed: &Composed,
+    echo: &[f64],
+    sdk: &[f64],
+    builtin: &[f64],
+) -> anyhow::Result<String> {
     let mut md = String::new();
     writeln!(md, "# Composition functions benchmark\n")?;
     writeln!(
         md,
         "Written by `cargo xtask bench --functions` on {began} (core: debug build). {}\n",
-        release::provenance::markdown_line(&provenance)
+        release::provenance::markdown_line(provenance)
     )?;
     writeln!(md, "## {XRS} XRs x 5 composed resources, 2-step pipeline\n")?;
     writeln!(
@@ -395,33 +470,12 @@ pub fn run() -> anyhow::Result<i32> {
     for (what, s) in [
         (
             "gRPC round trip to a tonic function that answers at once (the gRPC overhead)",
-            &echo,
+            echo,
         ),
-        ("gRPC call of the Python SDK function (4 ConfigMaps)", &sdk),
-        ("built-in patch-and-transform step, in process", &builtin),
+        ("gRPC call of the Python SDK function (4 ConfigMaps)", sdk),
+        ("built-in patch-and-transform step, in process", builtin),
     ] {
         writeln!(md, "| {what} | {:.3} ms | {:.3} ms |", pct(s, 50.0), pct(s, 99.0))?;
     }
-    let path = root.join("docs").join("functions-benchmark.md");
-    std::fs::create_dir_all(path.parent().context("docs dir")?)?;
-    std::fs::write(&path, &md)?;
-    let call = |s: &[f64]| serde_json::json!({"n": s.len(), "p50_ms": pct(s, 50.0), "p99_ms": pct(s, 99.0)});
-    let json = serde_json::json!({
-        "xrs": XRS,
-        "resources_per_xr": 5,
-        "total_s": composed.total_secs,
-        "function_calls": composed.calls,
-        "function_calls_per_xr": composed.calls as f64 / XRS as f64,
-        "grpc_echo": call(&echo),
-        "grpc_python_sdk": call(&sdk),
-        "builtin_patch_and_transform": call(&builtin),
-        "provenance": provenance,
-    });
-    std::fs::write(
-        root.join("docs").join("functions-benchmark.json"),
-        serde_json::to_string_pretty(&json)? + "\n",
-    )?;
-    eprintln!("{md}");
-    eprintln!("[bench] wrote {}", path.display());
-    Ok(0)
+    Ok(md)
 }
