@@ -6,7 +6,7 @@
 //! `cargo xtask image --debug --pause` into its containerd and applies deploy/ and deploy/fencing/ with
 //! an overlay that only names the imported images, as a user applies them to a cluster. It shows the
 //! Pods and the Leases as kubectl does, has provider-nop make a NopResource Ready, deletes the Pod of
-//! provider-nop's leader (the kubelet sends SIGTERM; the replica releases its Lease) and measures until
+//! provider-nop's leader (it sees its own Pod's deletion and releases its Lease before the kubelet's SIGTERM) and measures until
 //! the Lease names another Pod, then shows the new leader reconciling a change. The server-side fence
 //! is on throughout; the demo counts its refusals (403) in the audit log, and `--ci` fails on any.
 
@@ -226,6 +226,24 @@ impl NodeDemo {
         dir: &Path,
     ) -> Result<()> {
         let cluster = bed.cluster().clone();
+        let lease = self.deploy(bed, &cluster, archives, dir).await?;
+        let client = cluster.client().await?;
+        let nops = workload::nop_api(&client);
+        self.act(&nops).await?;
+        self.hand_over(&client, &nops, &lease, cluster.kubeconfig())
+            .await?;
+        self.count_refusals(&cluster)
+    }
+
+    /// Imports the images, applies deploy/ and waits for 2 Ready Pods per Deployment and one leader per
+    /// Lease: the Lease of [`KILLED`].
+    async fn deploy(
+        &mut self,
+        bed: &mut testenv::NodeTestBed,
+        cluster: &testenv::Cluster,
+        archives: &[PathBuf],
+        dir: &Path,
+    ) -> Result<String> {
         let start = Instant::now();
         for a in archives {
             bed.node().import(a)?;
@@ -271,23 +289,38 @@ impl NodeDemo {
             .with_context(|| format!("no Lease held by a {KILLED} Pod"))?
             .clone();
 
-        // The leader acts: a NopResource becomes Ready and Synced.
-        let nops = workload::nop_api(&client);
+        Ok(lease)
+    }
+
+    /// The leader acts: a NopResource becomes Ready and Synced.
+    async fn act(&mut self, nops: &Api<kube::api::DynamicObject>) -> Result<()> {
         let created = Instant::now();
         nops.create(&PostParams::default(), &workload::ready_nop(NOP))
             .await?;
-        wait_reconciled(&nops, NOP).await?;
+        wait_reconciled(nops, NOP).await?;
         self.nop_ready = Some(created.elapsed());
         self.note(format!(
             "NopResource {NOP} is Ready and Synced {} after it was created: the leader Pod reconciled it",
             show(created.elapsed())
         ));
 
-        // The leader's Pod is deleted: the kubelet sends SIGTERM, the replica releases its Lease.
-        let h = workload::delete_leader(&client, NS, &lease, HANDOVER_TIMEOUT).await?;
+        Ok(())
+    }
+
+    /// The leader's Pod is deleted, and the new leader acts on a change.
+    async fn hand_over(
+        &mut self,
+        client: &kube::Client,
+        nops: &Api<kube::api::DynamicObject>,
+        lease: &str,
+        kubeconfig: &Path,
+    ) -> Result<()> {
+        // The leader's Pod is deleted: the leader sees its own Pod's deletion and releases its Lease,
+        // before the kubelet's SIGTERM.
+        let h = workload::delete_leader(client, NS, lease, HANDOVER_TIMEOUT).await?;
         self.note(format!(
-            "kubectl delete pod {} (the leader of {KILLED}; the kubelet sends SIGTERM and it releases \
-             the Lease) -> {} leads {} after the delete",
+            "kubectl delete pod {} (the leader of {KILLED}; it sees its own Pod's deletion and \
+             releases the Lease before the kubelet's SIGTERM) -> {} leads {} after the delete",
             h.deleted,
             h.new_holder,
             show(h.elapsed)
@@ -299,20 +332,20 @@ impl NodeDemo {
         let patch = serde_json::json!({ "spec": { "forProvider": { "fields": { "integerField": 1 } } } });
         nops.patch(NOP, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
-        wait_reconciled(&nops, NOP).await?;
+        wait_reconciled(nops, NOP).await?;
         self.propagated = Some(changed.elapsed());
         self.note(format!(
             "the new leader reconciled a change of {NOP} {} after it was made",
             show(changed.elapsed())
         ));
-        workload::wait_deployments(&client, NS, &[KILLED.to_string()], 2, READY_TIMEOUT).await?;
+        workload::wait_deployments(client, NS, &[KILLED.to_string()], 2, READY_TIMEOUT).await?;
         self.note(format!(
             "the Deployment replaced the deleted Pod; {KILLED} has 2 Ready Pods again:"
         ));
         print!(
             "{}",
             kubectl(
-                &kubeconfig,
+                kubeconfig,
                 &[
                     "get",
                     "pods",
@@ -325,6 +358,11 @@ impl NodeDemo {
                 ],
             )?
         );
+        Ok(())
+    }
+
+    /// What the server-side fence refused of the replicas' requests, from the audit log.
+    fn count_refusals(&mut self, cluster: &testenv::Cluster) -> Result<()> {
         let prefix = format!("system:serviceaccount:{NS}:");
         self.refused = cluster
             .audit()
