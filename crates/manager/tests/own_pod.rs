@@ -243,3 +243,66 @@ async fn without_the_right_to_watch_pods_it_leaves_on_sigterm_only() -> Result<(
     release(&client, &ns, "pod-r").await?;
     Ok(())
 }
+
+/// What the watch of its own Pod costs a replica while idle, from the audit log: its Pod requests
+/// (by the identity in its user agent) at start, and then over a 20 s idle window, beside its Lease
+/// requests in the same window for scale. The watch is one list and one long-lived watch (which the
+/// audit log records only when it ends, so the window sees no request of it): nothing more while idle.
+#[tokio::test]
+async fn the_watch_of_its_own_pod_costs_nothing_while_idle() -> Result<()> {
+    const WINDOW: Duration = Duration::from_secs(20);
+    let (cluster, client, ns) = setup("mgr-pod-idle").await?;
+    pod(&client, &ns, "pod-i").await?;
+    let mut replica = Replica::spawn(&opts(&cluster, &ns, "pod-i"))?;
+    wait_for_leader(&[&replica], 30 * SEC).await?;
+    // The watch is up once the replica has said whose Pod it follows, or once a heartbeat has passed.
+    let marker = config_map_field(&client, &ns, HEARTBEAT, "beat").await?;
+    wait_config_map(&client, &ns, HEARTBEAT, "beat", 10 * SEC, |c| {
+        Some(c) != marker.as_deref()
+    })
+    .await?;
+    let from = jiff::Timestamp::now();
+    // A measurement window, not a wait for an event: idle requests are counted over a fixed time.
+    tokio::time::sleep(WINDOW).await;
+    let to = jiff::Timestamp::now();
+    let events = cluster.audit().read()?.events;
+    let mine: Vec<&testenv::AuditEvent> = events
+        .iter()
+        .filter(|e| e.agent_identity() == Some("pod-i") && e.namespace == ns)
+        .collect();
+    let pods = |in_window: bool| {
+        mine.iter()
+            .filter(|e| e.resource == "pods")
+            .filter(|e| (e.received >= from && e.received <= to) == in_window)
+            .map(|e| e.verb.clone())
+            .collect::<Vec<_>>()
+    };
+    let (at_start, idle) = (pods(false), pods(true));
+    let leases = mine
+        .iter()
+        .filter(|e| e.resource == "leases" && e.received >= from && e.received <= to)
+        .count();
+    eprintln!(
+        "own-Pod watch: {} request(s) before the window ({at_start:?}), {} in {}s idle ({idle:?}); \
+         Lease requests in the same window: {leases}",
+        at_start.len(),
+        idle.len(),
+        WINDOW.as_secs()
+    );
+    ensure!(
+        at_start.iter().any(|v| v == "list" || v == "watch"),
+        "the replica never listed or watched its Pod: {at_start:?}"
+    );
+    ensure!(
+        leases > 0,
+        "no Lease request in the window: the audit log did not see the replica"
+    );
+    ensure!(
+        idle.is_empty(),
+        "the watch of its own Pod made requests while idle: {idle:?}"
+    );
+    replica.signal(Signal::SIGTERM)?;
+    replica.wait_exit(15 * SEC).await?;
+    release(&client, &ns, "pod-i").await?;
+    Ok(())
+}
