@@ -29,7 +29,8 @@ pub mod xcrd;
 
 pub use error::Error;
 
-/// The core's CRDs: CompositeResourceDefinition, Composition, CompositionRevision and EnvironmentConfig, and the package
+/// The core's CRDs: CompositeResourceDefinition, Composition, CompositionRevision, EnvironmentConfig and the legacy Usage, Usage and ClusterUsage
+/// (`protection.crossplane.io`), and the package
 /// manager's `pkg.crossplane.io` kinds (Provider, Function, Configuration, their revisions,
 /// DeploymentRuntimeConfig, ImageConfig, Lock).
 pub fn crds()
@@ -41,7 +42,9 @@ pub fn crds()
         Composition::crd(),
         CompositionRevision::crd(),
         apis::apiextensions::environment::crd(),
+        apis::apiextensions::usage::crd(),
     ];
+    crds.extend(apis::protection::crds());
     crds.extend(apis::pkg::crds());
     crds
 }
