@@ -19,7 +19,9 @@ use std::time::Duration;
 
 use apis::apiextensions::CompositeResourceDefinitionSpec;
 use apis::apiextensions::CompositionRevision;
-use apis::apiextensions::labels::{FINALIZER_COMPOSITE, LABEL_COMPOSITE, LABEL_COMPOSITION_NAME};
+use apis::apiextensions::labels::{
+    FINALIZER_COMPOSITE, LABEL_CLAIM_NAME, LABEL_CLAIM_NAMESPACE, LABEL_COMPOSITE, LABEL_COMPOSITION_NAME,
+};
 use apis::condition::Condition;
 use apis::meta::ANNOTATION_PAUSED;
 use composition::ObservedComposed;
@@ -271,6 +273,9 @@ async fn delete(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<Action
             .await?;
         let api = ctx.composed_api(&kind, r.namespace.as_deref().or(xr.namespace().as_deref()));
         match api.get_opt(&r.name).await? {
+            // A resource with another owner too (a composed Usage, owned by its user) is left to the
+            // garbage collector, which deletes it once every owner is gone, as upstream leaves all.
+            Some(obj) if obj.owner_references().iter().any(|o| o.uid != uid) => {}
             Some(obj) if render::controlled_by(&serde_json::to_value(&obj)?, &uid) => {
                 match api.delete(&r.name, &DeleteParams::background()).await {
                     Ok(_) => {}
@@ -505,6 +510,18 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
         }
         let kind = ctx.discovery.resolve(client, &r.api_version, &r.kind).await?;
         let api = ctx.composed_api(&kind, r.namespace.as_deref().or(xr_ns.as_deref()));
+        // As upstream, the labels that tie it to the XR go first: they tell a deletion by garbage
+        // collection from the XR's own (a composed Usage waits for its user only in the latter).
+        let unlabel = json!({"metadata": {"labels": {
+            LABEL_COMPOSITE: null, LABEL_CLAIM_NAME: null, LABEL_CLAIM_NAMESPACE: null}}});
+        match api
+            .patch(&r.name, &PatchParams::default(), &Patch::Merge(&unlabel))
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if is_not_found(&e) => continue,
+            Err(e) => return Err(e.into()),
+        }
         match api.delete(&r.name, &DeleteParams::background()).await {
             Ok(_) => tracing::info!(xr = %key(xr), resource = %r.name, "deleted unwanted composed resource"),
             Err(e) if is_not_found(&e) => {}

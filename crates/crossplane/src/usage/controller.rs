@@ -6,7 +6,8 @@
 //!   `crossplane.io/usage-details` annotation; label the used resource `crossplane.io/in-use: "true"`
 //!   (which sends its deletions to the webhook); make the using resource an owner of the Usage, so the
 //!   Usage goes when its user goes. Then `Ready=True` (`Available`) and `Synced=True`.
-//! - **Deleted.** A composed Usage waits while its user still exists. Then the in-use label comes off
+//! - **Deleted.** A composed Usage (label `crossplane.io/composite`, which the XR removes before it
+//!   deletes a Usage it no longer wants) waits while its user still exists. Then the in-use label comes off
 //!   the used resource unless another Usage protects it, the finalizer comes off, and with
 //!   `replayDeletion` a deletion the webhook refused is issued again with its propagation policy.
 //!
@@ -18,6 +19,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use apis::apiextensions::labels::LABEL_COMPOSITE;
 use apis::condition::{self, Condition};
 use apis::protection::{
     ANNOTATION_DELETION_ATTEMPT, ANNOTATION_USAGE_DETAILS, FINALIZER, LABEL_IN_USE, UsageSpec,
@@ -38,8 +40,6 @@ use super::selector::{self, Candidate};
 use crate::composite::discovery::{Discovery, Kind};
 use crate::error::{Error, is_not_found};
 
-/// The label composed resources carry: a composed Usage waits for its user before it goes.
-const LABEL_COMPOSITE: &str = "crossplane.io/composite";
 /// How often a deleted, composed Usage looks again for its user.
 const WAIT_FOR_USER: Duration = Duration::from_secs(5);
 
