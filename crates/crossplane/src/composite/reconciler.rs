@@ -263,6 +263,10 @@ async fn delete(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<Action
     );
     ctx.write_status(xr, xr_json, st).await?;
     let uid = xr.uid().unwrap_or_default();
+    // Every composed resource is asked to go, even when one refuses (one in use, whose deletion the
+    // usage webhook refuses until its user is gone); the first refusal is returned afterwards, and
+    // the XR keeps its finalizer until all have gone.
+    let mut refused: Option<Error> = None;
     for r in Fields::new(xr_json, ctx.legacy()).resource_refs() {
         if r.name.is_empty() {
             continue;
@@ -280,11 +284,17 @@ async fn delete(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<Action
                 match api.delete(&r.name, &DeleteParams::background()).await {
                     Ok(_) => {}
                     Err(e) if is_not_found(&e) => {}
-                    Err(e) => return Err(e.into()),
+                    Err(e) if manager::fence::is_not_leader(&e) => return Err(e.into()),
+                    Err(e) => {
+                        refused.get_or_insert(e.into());
+                    }
                 }
             }
             _ => {}
         }
+    }
+    if let Some(e) = refused {
+        return Err(e);
     }
     let finalizers: Vec<&String> = xr
         .finalizers()
