@@ -7,6 +7,7 @@
 //! - [`policy`]: `managementPolicies` and `deletionPolicy`, and which combinations are supported;
 //! - [`reference`]: references to ProviderConfigs and Secrets;
 //! - [`resource`]: the managed-resource spec (cluster-scoped legacy and namespaced v2 variants) and status;
+//! - [`protection`]: Usage and ClusterUsage (`protection.crossplane.io`), deletion protection;
 //! - [`providerconfig`]: the shapes of ProviderConfig and ProviderConfigUsage that each provider declares
 //!   in its own API group.
 //!
@@ -18,6 +19,7 @@ pub mod condition;
 pub mod meta;
 pub mod pkg;
 pub mod policy;
+pub mod protection;
 pub mod providerconfig;
 pub mod reference;
 pub mod resource;

@@ -102,6 +102,10 @@ pub struct CoreStart {
     /// (`-n` as upstream.)
     #[arg(short = 'n', long, env = "POD_NAMESPACE", default_value = "crossplane-system")]
     pub namespace: String,
+    /// The base URL the apiserver calls the core's webhooks at, instead of upstream's Service
+    /// `crossplane-webhooks` (a core run outside the cluster: `https://127.0.0.1:<--webhook-port>`).
+    #[arg(long, hide = true, value_name = "URL")]
+    pub webhook_url: Option<String>,
 }
 
 /// Flags of `rbac start`.
@@ -283,6 +287,17 @@ pub async fn core_start(
     manager::config::logging::init(settings.log_format, &settings.log_level)?;
     tracing::debug!(filter = %settings.log_level, "logging at debug level");
     compat::log_ignored(upstream);
+    let usages = crate::usage::Wiring::from_flags(
+        upstream,
+        &args.namespace,
+        args.watch_label_selector.clone(),
+        args.webhook_url.clone(),
+        args.poll_interval,
+    )
+    .map_err(|message| manager::UsageError {
+        flag: "webhook-port",
+        message,
+    })?;
     let mut mgr = Manager::new(settings, binary).await?;
     let metrics = mgr.metrics().reconcile().clone();
     let selector = args.watch_label_selector.clone();
@@ -300,6 +315,7 @@ pub async fn core_start(
     mgr.add_gated(crate::pkg::CONTROLLER_NAME, move |ctx: TermContext| {
         crate::pkg::run(ctx, packages.clone())
     });
+    crate::usage::register(&mut mgr, usages, metrics.clone());
     let options = definition::Options {
         selector: args.watch_label_selector,
         poll: args.poll_interval,

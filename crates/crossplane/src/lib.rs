@@ -7,7 +7,7 @@
 //! [`definition`] (the XRD controller, which starts one composite controller per XRD as a child of the
 //! term), [`revision`] (Composition → CompositionRevision), [`composite`] (the XR reconciler),
 //! [`rbac`] (the RBAC manager), [`roles`] (the user-facing crossplane-admin/edit/view/browse roles),
-//! [`init`] (`core init`, `rbac init`), [`pkg`] (the package manager), [`upstream_flags`] (upstream's flags and what we do with
+//! [`init`] (`core init`, `rbac init`), [`pkg`] (the package manager), [`usage`] (Usages: deletion protection), [`upstream_flags`] (upstream's flags and what we do with
 //! each), [`upstream_rbac`] (what upstream's core may do by default), [`render_command`] (`crossplane render`) and [`error`]. Controller wiring, backoff and
 //! reconcile metrics are the manager's ([`manager::controller::ControllerBuilder`]).
 #![forbid(unsafe_code)]
@@ -25,11 +25,13 @@ pub mod revision;
 pub mod roles;
 pub mod upstream_flags;
 pub mod upstream_rbac;
+pub mod usage;
 pub mod xcrd;
 
 pub use error::Error;
 
-/// The core's CRDs: CompositeResourceDefinition, Composition, CompositionRevision and EnvironmentConfig, and the package
+/// The core's CRDs: CompositeResourceDefinition, Composition, CompositionRevision, EnvironmentConfig and the legacy Usage, Usage and ClusterUsage
+/// (`protection.crossplane.io`), and the package
 /// manager's `pkg.crossplane.io` kinds (Provider, Function, Configuration, their revisions,
 /// DeploymentRuntimeConfig, ImageConfig, Lock).
 pub fn crds()
@@ -41,7 +43,9 @@ pub fn crds()
         Composition::crd(),
         CompositionRevision::crd(),
         apis::apiextensions::environment::crd(),
+        apis::apiextensions::usage::crd(),
     ];
+    crds.extend(apis::protection::crds());
     crds.extend(apis::pkg::crds());
     crds
 }
@@ -57,6 +61,7 @@ pub fn core_rbac_needs() -> Vec<manager::controller::rbac::Rule> {
     rules.extend(claim::rbac_needs());
     rules.extend(init::rbac_needs());
     rules.extend(pkg::rbac_needs());
+    rules.extend(usage::rbac_needs());
     manager::controller::rbac::normalize(rules)
 }
 

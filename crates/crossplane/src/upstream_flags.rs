@@ -9,13 +9,15 @@ use manager::config::compat::Flag;
 pub const HEADING: &str = "Upstream compatibility";
 
 const NO_PACKAGES: &str = "crossplane-rs has no package manager";
-const NO_WEBHOOKS: &str = "crossplane-rs runs no webhook server";
+const NO_WEBHOOKS: &str = "crossplane-rs's core start keeps its webhook configuration and certificate itself";
 const NO_CIRCUIT_BREAKER: &str = "crossplane-rs has no XR circuit breaker yet";
 const NO_PROFILER: &str = "crossplane-rs serves no pprof endpoint";
 const NOT_YET: &str = "crossplane-rs does not have this feature yet";
 
 /// `crossplane core start` (`--namespace`/`-n` is one of its own flags). `--metrics-port` and `--health-probe-port` are applied by the binary: they
-/// set `--metrics-bind-address` and `--health-probe-bind-address` to `:<port>`.
+/// set `--metrics-bind-address` and `--health-probe-bind-address` to `:<port>`. `--enable-usages`,
+/// `--enable-webhooks`, `--webhook-port` and `--tls-server-secret-name` are applied by the usage
+/// webhook ([`crate::usage::Wiring`]).
 pub const CORE_START: &[Flag] = &[
     Flag::ignored("profile", NO_PROFILER),
     Flag::ignored("service-account", NO_PACKAGES)
@@ -52,13 +54,15 @@ pub const CORE_START: &[Flag] = &[
     Flag::ignored("circuit-breaker-burst", NO_CIRCUIT_BREAKER).default("100.0"),
     Flag::ignored("circuit-breaker-refill-rate", NO_CIRCUIT_BREAKER).default("1.0"),
     Flag::ignored("circuit-breaker-cooldown", NO_CIRCUIT_BREAKER).default("5m"),
-    Flag::ignored_switch("enable-webhooks", NO_WEBHOOKS)
+    Flag::ignored_switch("enable-webhooks", "")
         .aliases(&["webhook-enabled"])
         .env("ENABLE_WEBHOOKS")
-        .default("true"),
-    Flag::ignored("webhook-port", NO_WEBHOOKS)
+        .default("true")
+        .applied(),
+    Flag::ignored("webhook-port", "")
         .env("WEBHOOK_PORT")
-        .default("9443"),
+        .default("9443")
+        .applied(),
     Flag::ignored("metrics-port", "")
         .env("METRICS_PORT")
         .default("8080")
@@ -67,7 +71,9 @@ pub const CORE_START: &[Flag] = &[
         .env("HEALTH_PROBE_PORT")
         .default("8081")
         .applied(),
-    Flag::ignored("tls-server-secret-name", NO_WEBHOOKS).env("TLS_SERVER_SECRET_NAME"),
+    Flag::ignored("tls-server-secret-name", "")
+        .env("TLS_SERVER_SECRET_NAME")
+        .applied(),
     Flag::ignored("tls-server-certs-dir", NO_WEBHOOKS).env("TLS_SERVER_CERTS_DIR"),
     Flag::ignored("tls-client-secret-name", NOT_YET).env("TLS_CLIENT_SECRET_NAME"),
     Flag::ignored("tls-client-certs-dir", NOT_YET).env("TLS_CLIENT_CERTS_DIR"),
@@ -88,7 +94,9 @@ pub const CORE_START: &[Flag] = &[
         .env("PIPELINE_INSPECTOR_SOCKET")
         .default("/var/run/pipeline-inspector/socket"),
     Flag::ignored_switch("enable-deployment-runtime-configs", NO_PACKAGES).default("true"),
-    Flag::ignored_switch("enable-usages", NOT_YET).default("true"),
+    Flag::ignored_switch("enable-usages", "")
+        .default("true")
+        .applied(),
     Flag::ignored_switch("enable-ssa-claims", NOT_YET).default("true"),
     Flag::ignored_switch(
         "enable-realtime-compositions",

@@ -3,7 +3,8 @@
 //! - an XRD whose schema is invalid (refused by the renderer, and one refused by the apiserver);
 //! - an XR whose Composition is for another (unknown) kind;
 //! - an XR that selects no Composition;
-//! - an XR whose Composition uses a Function that is not installed.
+//! - an XR whose Composition uses a Function that is not installed;
+//! - Usages naming an unknown kind, a user that does not exist, or a selector that selects nothing.
 
 mod support;
 
@@ -241,5 +242,113 @@ async fn bad_input_gives_clear_conditions_without_hot_loops() -> anyhow::Result<
         Ok(l.items.is_empty().then_some(()))
     })
     .await?;
+    Ok(())
+}
+
+/// Usages naming a kind this cluster does not serve, a user that does not exist, and a selector that
+/// selects nothing: each gets Synced=False (ReconcileError) saying so in words, never a Debug dump.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_usages_give_clear_conditions() -> anyhow::Result<()> {
+    let cluster = testenv::Cluster::shared()?;
+    let client = cluster.client().await?;
+    install_crds(&client).await?;
+    let id = unique();
+    let ns = cluster.namespace("bad-usages").await?;
+    let selector = format!("crossplane-rs.io/test={id}");
+    let port = testenv::free_port()?.to_string();
+    let mut core = Process::start(
+        cluster.kubeconfig(),
+        &[
+            "core",
+            "start",
+            "--watch-label-selector",
+            &selector,
+            "--namespace",
+            &ns,
+            "--webhook-port",
+            &port,
+            "--webhook-url",
+            &format!("https://127.0.0.1:{port}"),
+        ],
+        &format!("bad-usages-{id}"),
+    )?;
+    let labels = json!({"crossplane-rs.io/test": id});
+    let usages = kube::Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        &ns,
+        &kube::core::ApiResource::from_gvk_with_plural(
+            &kube::core::GroupVersionKind::gvk("protection.crossplane.io", "v1beta1", "Usage"),
+            "usages",
+        ),
+    );
+    let cms = kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &ns);
+    let cm: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "used", "namespace": ns, "labels": labels}}))?;
+    cms.create(&Default::default(), &cm).await?;
+    let usage = |name: &str, spec: Value| {
+        json!({"apiVersion": "protection.crossplane.io/v1beta1", "kind": "Usage",
+               "metadata": {"name": name, "namespace": ns, "labels": labels}, "spec": spec})
+    };
+    let cases = [
+        (
+            "unknown-kind",
+            json!({"of": {"apiVersion": "nothing.example.org/v1", "kind": "Nothing",
+                          "resourceRef": {"name": "x"}}, "reason": "kept"}),
+            "names kind Nothing of apiVersion nothing.example.org/v1, which this cluster does not serve",
+        ),
+        (
+            "missing-user",
+            json!({"of": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "used"}},
+                   "by": {"apiVersion": "v1", "kind": "ConfigMap", "resourceRef": {"name": "ghost"}}}),
+            "the using resource ConfigMap",
+        ),
+        (
+            "selects-nothing",
+            json!({"of": {"apiVersion": "v1", "kind": "ConfigMap",
+                          "resourceSelector": {"matchLabels": {"tier": "none"}}}, "reason": "kept"}),
+            "no ConfigMap found matching labels {tier: none}",
+        ),
+    ];
+    for (name, spec, expected) in &cases {
+        apply(&usages, usage(name, spec.clone())).await?;
+        let c = synced_false(&usages, name, expected).await?;
+        let msg = c["message"].as_str().context("message")?;
+        assert_eq!(c["reason"], "ReconcileError", "{name}: {c}");
+        assert!(
+            !msg.contains("Status {") && !msg.contains("ApiError") && !msg.contains("Error {"),
+            "{name}: a Debug dump: {msg}"
+        );
+    }
+    for (name, _, _) in &cases {
+        usages.delete(name, &Default::default()).await?;
+    }
+    for (name, _, _) in &cases {
+        wait_for(
+            &format!("Usage {name} deleted"),
+            Duration::from_secs(30),
+            || async { Ok(usages.get_opt(name).await?.is_none().then_some(())) },
+        )
+        .await?;
+    }
+    // The missing user's Usage had labelled the used ConfigMap; its deletion removed the label.
+    let used = cms.get("used").await?;
+    assert!(
+        !used
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .contains_key("crossplane.io/in-use"),
+        "the in-use label outlived the Usage"
+    );
+    assert!(core.is_running(), "the core exited");
+    core.kill();
+    let vwcs =
+        kube::Api::<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>::all(client);
+    let _ = vwcs
+        .delete(
+            &crossplane::usage::webhook::configuration_name(Some(&selector)),
+            &Default::default(),
+        )
+        .await;
     Ok(())
 }

@@ -20,6 +20,7 @@ mod conformance {
     pub mod harness;
     pub mod manifests;
     pub mod outcome;
+    pub mod usage;
 }
 
 use std::time::Duration;
@@ -508,6 +509,10 @@ fn cannot_run_yet_is_recorded() -> anyhow::Result<()> {
         "TestEnvironmentConfigMultipleMaxMatchNil",
         "TestEnvironmentResolutionOptional",
         "TestEnvironmentResolveAlways",
+        "TestUsageStandaloneCluster",
+        "TestUsageStandaloneNamespaced",
+        "TestLegacyUsageStandalone",
+        "TestLegacyUsageComposition",
     ] {
         anyhow::ensure!(
             !names.contains(runnable),

@@ -1,24 +1,27 @@
-//! A CRD conversion webhook for kube-rs, the parts controller-runtime's webhook server and a package
-//! manager's certificate handling give a Go controller:
+//! CRD conversion and validating admission webhooks for kube-rs, the parts controller-runtime's webhook
+//! server and a package manager's certificate handling give a Go controller:
 //!
 //! - [`review`]: a `ConversionReview` (`apiextensions.k8s.io/v1`) in, the review with its response out,
 //!   given a function that converts one object;
-//! - [`server`]: an HTTPS server (hyper on rustls) that answers `POST /convert`, bound early so a taken
-//!   port fails fast;
+//! - [`admission`]: an `AdmissionReview` (`admission.k8s.io/v1`) in, the review with its response out,
+//!   given an async function that decides one request;
+//! - [`server`]: an HTTPS server (hyper on rustls) that answers `POST` on each of its routes
+//!   (`/convert` for conversion), bound early so a taken port fails fast;
 //! - [`certs`]: the serving certificate, from a directory (`tls.crt`, `tls.key`) or self-signed and kept
 //!   in a Secret that every replica shares;
 //! - [`ca_bundle`]: keeps the CA in a CRD's `spec.conversion.webhook.clientConfig.caBundle`.
 //!
-//! Nothing here knows which CRD or which versions: the caller names them.
+//! Nothing here knows which CRD, which versions or which objects: the caller names them.
 #![forbid(unsafe_code)]
 
+pub mod admission;
 pub mod ca_bundle;
 pub mod certs;
 pub mod review;
 pub mod server;
 
 pub use certs::ServingCert;
-pub use server::Server;
+pub use server::{Routes, Server};
 
 /// What can go wrong setting the webhook up.
 #[derive(Debug, thiserror::Error)]

@@ -19,7 +19,9 @@ use std::time::Duration;
 
 use apis::apiextensions::CompositeResourceDefinitionSpec;
 use apis::apiextensions::CompositionRevision;
-use apis::apiextensions::labels::{FINALIZER_COMPOSITE, LABEL_COMPOSITE, LABEL_COMPOSITION_NAME};
+use apis::apiextensions::labels::{
+    FINALIZER_COMPOSITE, LABEL_CLAIM_NAME, LABEL_CLAIM_NAMESPACE, LABEL_COMPOSITE, LABEL_COMPOSITION_NAME,
+};
 use apis::condition::Condition;
 use apis::meta::ANNOTATION_PAUSED;
 use composition::ObservedComposed;
@@ -261,6 +263,10 @@ async fn delete(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<Action
     );
     ctx.write_status(xr, xr_json, st).await?;
     let uid = xr.uid().unwrap_or_default();
+    // Every composed resource is asked to go, even when one refuses (one in use, whose deletion the
+    // usage webhook refuses until its user is gone); the first refusal is returned afterwards, and
+    // the XR keeps its finalizer until all have gone.
+    let mut refused: Option<Error> = None;
     for r in Fields::new(xr_json, ctx.legacy()).resource_refs() {
         if r.name.is_empty() {
             continue;
@@ -271,15 +277,24 @@ async fn delete(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<Action
             .await?;
         let api = ctx.composed_api(&kind, r.namespace.as_deref().or(xr.namespace().as_deref()));
         match api.get_opt(&r.name).await? {
+            // A resource with another owner too (a composed Usage, owned by its user) is left to the
+            // garbage collector, which deletes it once every owner is gone, as upstream leaves all.
+            Some(obj) if obj.owner_references().iter().any(|o| o.uid != uid) => {}
             Some(obj) if render::controlled_by(&serde_json::to_value(&obj)?, &uid) => {
                 match api.delete(&r.name, &DeleteParams::background()).await {
                     Ok(_) => {}
                     Err(e) if is_not_found(&e) => {}
-                    Err(e) => return Err(e.into()),
+                    Err(e) if manager::fence::is_not_leader(&e) => return Err(e.into()),
+                    Err(e) => {
+                        refused.get_or_insert(e.into());
+                    }
                 }
             }
             _ => {}
         }
+    }
+    if let Some(e) = refused {
+        return Err(e);
     }
     let finalizers: Vec<&String> = xr
         .finalizers()
@@ -505,6 +520,18 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
         }
         let kind = ctx.discovery.resolve(client, &r.api_version, &r.kind).await?;
         let api = ctx.composed_api(&kind, r.namespace.as_deref().or(xr_ns.as_deref()));
+        // As upstream, the labels that tie it to the XR go first: they tell a deletion by garbage
+        // collection from the XR's own (a composed Usage waits for its user only in the latter).
+        let unlabel = json!({"metadata": {"labels": {
+            LABEL_COMPOSITE: null, LABEL_CLAIM_NAME: null, LABEL_CLAIM_NAMESPACE: null}}});
+        match api
+            .patch(&r.name, &PatchParams::default(), &Patch::Merge(&unlabel))
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if is_not_found(&e) => continue,
+            Err(e) => return Err(e.into()),
+        }
         match api.delete(&r.name, &DeleteParams::background()).await {
             Ok(_) => tracing::info!(xr = %key(xr), resource = %r.name, "deleted unwanted composed resource"),
             Err(e) if is_not_found(&e) => {}

@@ -37,6 +37,8 @@ pub struct World {
     pub ns: String,
     /// The name of the function-dummy Function.
     pub function: String,
+    /// The port of the core's admission webhook (its configuration calls `https://127.0.0.1:<port>`).
+    pub webhook_port: u16,
     _core: Process,
     _rbac: Process,
     _function: Served,
@@ -118,6 +120,12 @@ impl World {
             &["rbac", "start", "--watch-label-selector", &selector],
             &format!("conformance-rbac-{scenario}-{id}"),
         )?;
+        // The core's webhook, out of the cluster: the apiserver calls it on loopback.
+        let webhook_port = crate::support::function_process::free_port()?;
+        let (port, url) = (
+            webhook_port.to_string(),
+            format!("https://127.0.0.1:{webhook_port}"),
+        );
         let core = Process::start(
             &kubeconfig,
             &[
@@ -127,6 +135,10 @@ impl World {
                 &selector,
                 "--namespace",
                 &system,
+                "--webhook-port",
+                &port,
+                "--webhook-url",
+                &url,
             ],
             &format!("conformance-core-{scenario}-{id}"),
         )?;
@@ -150,6 +162,7 @@ impl World {
             system,
             ns,
             function: name,
+            webhook_port,
             _core: core,
             _rbac: rbac,
             _function: function,

@@ -78,26 +78,6 @@ pub const CANNOT_RUN: &[(&str, &str, &str)] = &[
          upstream's function does, instead of keeping the first match",
     ),
     (
-        "TestUsageStandaloneCluster",
-        "protection_usage_test.go",
-        "needs Usages (protection.crossplane.io ClusterUsage) and their admission webhook, not built yet",
-    ),
-    (
-        "TestUsageStandaloneNamespaced",
-        "protection_usage_test.go",
-        "needs Usages (protection.crossplane.io Usage) and their admission webhook, not built yet",
-    ),
-    (
-        "TestLegacyUsageStandalone",
-        "protection_usage_legacy_test.go",
-        "needs the legacy apiextensions.crossplane.io/v1beta1 Usage, not built yet",
-    ),
-    (
-        "TestLegacyUsageComposition",
-        "protection_usage_legacy_test.go",
-        "needs the legacy apiextensions.crossplane.io/v1beta1 Usage, not built yet",
-    ),
-    (
         "TestOperation",
         "ops_operations_test.go",
         "needs Operations (ops.crossplane.io), not built yet",
