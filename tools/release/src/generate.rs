@@ -353,9 +353,16 @@ pub fn termination_grace(lease: &Defaults) -> u64 {
     (GRACEFUL_SHUTDOWN + lease.timings.renew_deadline + TERMINATION_SLACK).as_secs()
 }
 
-/// The port of `b`'s conversion webhook, when one of its CRDs converts through a webhook at its Service
-/// (named after the binary): the Service and the container port are generated for it.
-pub fn webhook_port(b: &Deployed) -> Option<i32> {
+/// The Service through which the apiserver calls `b`'s webhooks, and its port: the core's admission
+/// webhooks (Usages' deletion protection, upstream's `crossplane-webhooks` on 9443), or a provider's
+/// conversion webhook at the Service its CRDs name. Every replica serves them, leader or not.
+pub fn webhook_service(b: &Deployed) -> Option<(String, i32)> {
+    if b.core {
+        return Some((
+            crossplane::usage::webhook::SERVICE.to_owned(),
+            i32::from(crossplane::usage::webhook::PORT),
+        ));
+    }
     (b.crds)().iter().find_map(|crd| {
         let service = crd
             .spec
@@ -367,7 +374,7 @@ pub fn webhook_port(b: &Deployed) -> Option<i32> {
             .as_ref()?
             .service
             .as_ref()?;
-        (service.name == b.name).then(|| service.port.unwrap_or(443))
+        (service.name == b.name).then(|| (service.name.clone(), service.port.unwrap_or(443)))
     })
 }
 
@@ -482,14 +489,14 @@ pub fn base(b: &Deployed, registry: &Registry) -> Vec<(String, Value)> {
         }),
     ));
 
-    if let Some(port) = webhook_port(b) {
-        // The conversion webhook's Service: every replica serves the webhook, leader or not.
+    if let Some((service, port)) = webhook_service(b) {
+        // The webhooks' Service: every replica serves them, leader or not.
         out.push((
             "service.yaml".to_owned(),
             json!({
                 "apiVersion": "v1",
                 "kind": "Service",
-                "metadata": meta(name),
+                "metadata": meta(&service),
                 "spec": {
                     "selector": {"app.kubernetes.io/name": name},
                     "ports": [{"name": "webhook", "port": port, "targetPort": "webhook", "protocol": "TCP"}],
@@ -556,7 +563,7 @@ pub(crate) fn deployment(b: &Deployed, registry: &Registry) -> Value {
     if !b.args.is_empty() {
         container["args"] = json!(b.args);
     }
-    if let Some(port) = webhook_port(b)
+    if let Some((_, port)) = webhook_service(b)
         && let Some(ports) = container["ports"].as_array_mut()
     {
         ports.push(json!({"name": "webhook", "containerPort": port, "protocol": "TCP"}));
