@@ -16,7 +16,7 @@ pub fn path(target_dir: &Path) -> PathBuf {
 
 /// The binary built by `cargo xtask test` for this repository, or a clear error saying how to get it.
 pub fn find() -> Result<PathBuf> {
-    let p = path(&crate::harness::repo_root().join("target"));
+    let p = path(&crate::cargo::target_dir());
     if p.is_file() {
         Ok(p)
     } else {
