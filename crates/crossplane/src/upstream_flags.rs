@@ -28,9 +28,6 @@ pub const CORE_START: &[Flag] = &[
         .aliases(&["cache-dir"])
         .env("XPKG_CACHE_DIR")
         .default("/cache/xpkg"),
-    Flag::ignored("package-runtime", NO_PACKAGES)
-        .env("PACKAGE_RUNTIME")
-        .default("Deployment"),
     Flag::ignored(
         "sync-interval",
         "watches keep the caches current; there is no periodic resync",
