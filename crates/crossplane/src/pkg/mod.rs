@@ -155,8 +155,21 @@ pub async fn run(ctx: TermContext, options: Options) -> Result<(), BoxError> {
             let revs: Api<DynamicObject> = Api::all_with(client.clone(), &kind.revision());
             let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
                 Api::namespaced(client.clone(), &options.namespace);
-            let controller = Controller::new_with(revs, wc.clone(), kind.revision())
-                .owns(deployments, watcher::Config::default());
+            // A revision is cluster-scoped and its Deployment namespaced: map the controller
+            // reference to the revision's own (namespace-less) reference, which `owns` would not.
+            let ar = kind.revision();
+            let controller = Controller::new_with(revs, wc.clone(), kind.revision()).watches(
+                deployments,
+                watcher::Config::default(),
+                move |d: k8s_openapi::api::apps::v1::Deployment| {
+                    use kube::ResourceExt;
+                    d.owner_references()
+                        .iter()
+                        .filter(|o| o.controller == Some(true) && o.kind == ar.kind)
+                        .map(|o| kube::runtime::reflector::ObjectRef::new_with(&o.name, ar.clone()))
+                        .collect::<Vec<_>>()
+                },
+            );
             let name = format!("packageruntimes/{}.pkg.crossplane.io", kind.name().to_lowercase());
             let token = ctx.token().clone();
             let metrics = options.metrics.clone();

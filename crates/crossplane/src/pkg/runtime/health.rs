@@ -1,8 +1,9 @@
 //! `RuntimeHealthy` from the Deployment's `Available` condition, as upstream: True when Available is
-//! True; otherwise False, with the Deployment's own words and what to look at.
+//! True; otherwise (not yet reported included) False, with the Deployment's own words and what to look
+//! at.
 
 use apis::condition::{Condition, ConditionStatus};
-use apis::pkg::package::{REASON_HEALTHY, REASON_UNHEALTHY, REASON_UNKNOWN_HEALTH, TYPE_RUNTIME_HEALTHY};
+use apis::pkg::package::{REASON_HEALTHY, REASON_UNHEALTHY, TYPE_RUNTIME_HEALTHY};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::ResourceExt;
 
@@ -36,23 +37,15 @@ pub fn runtime_healthy(d: &Deployment) -> Condition {
     let status = d.status.clone().unwrap_or_default();
     let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
     let ready = status.ready_replicas.unwrap_or(0);
-    let Some(avail) = condition(d, "Available") else {
-        return Condition::new(
-            TYPE_RUNTIME_HEALTHY,
-            ConditionStatus::Unknown,
-            REASON_UNKNOWN_HEALTH,
-        )
-        .with_message(format!(
-            "waiting for {name} to report whether it is Available ({ready} of {want} replicas ready)"
-        ));
-    };
-    let mut why = format!(
-        "{name} is not Available ({ready} of {want} replicas ready): {}",
-        avail
-            .message
-            .clone()
-            .unwrap_or_else(|| avail.reason.clone().unwrap_or_default())
+    let reported = condition(d, "Available").map_or_else(
+        || "the Deployment controller has not reported its availability yet".to_string(),
+        |c| {
+            c.message
+                .clone()
+                .unwrap_or_else(|| c.reason.clone().unwrap_or_default())
+        },
     );
+    let mut why = format!("{name} is not Available ({ready} of {want} replicas ready): {reported}");
     if let Some(p) = condition(d, "Progressing").filter(|p| p.status == "False")
         && let Some(m) = &p.message
     {
@@ -114,8 +107,9 @@ mod tests {
     }
 
     #[test]
-    fn no_conditions_yet_is_unknown() {
+    fn no_conditions_yet_is_not_healthy_either() {
         let c = runtime_healthy(&deployment(json!([])));
-        assert_eq!(c.status, ConditionStatus::Unknown);
+        assert_eq!(c.status, ConditionStatus::False);
+        assert!(c.message.expect("message").contains("has not reported"));
     }
 }
