@@ -8,7 +8,7 @@ use manager::compat::Flag;
 /// The help heading of the compatibility flags.
 pub const HEADING: &str = "Upstream compatibility";
 
-const NO_PACKAGES: &str = "crossplane-rs has no package manager";
+const NO_PACKAGES: &str = "crossplane-rs's package manager does not implement this";
 const NO_WEBHOOKS: &str = "crossplane-rs runs no webhook server";
 const NO_CIRCUIT_BREAKER: &str = "crossplane-rs has no XR circuit breaker yet";
 const NO_PROFILER: &str = "crossplane-rs serves no pprof endpoint";
