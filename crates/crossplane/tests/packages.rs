@@ -52,20 +52,24 @@ impl Bed {
         install_core_crds(&client).await?;
         let id = unique();
         let selector = format!("crossplane-rs.io/test={id}");
-        let ns = if runtime {
+        let (ns, kubeconfig) = if runtime {
             let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
             nss.create(
                 &Default::default(),
                 &serde_json::from_value(json!({"metadata": {"name": id}}))?,
             )
             .await?;
-            id.clone()
+            let kubeconfig = core_service_account(&cluster, &client, &id).await?;
+            (id.clone(), kubeconfig)
         } else {
-            "crossplane-system".to_string()
+            (
+                "crossplane-system".to_string(),
+                cluster.kubeconfig().to_path_buf(),
+            )
         };
         let package_runtime = if runtime { "Deployment" } else { "External" };
         let core = Process::start(
-            cluster.kubeconfig(),
+            &kubeconfig,
             &[
                 "core",
                 "start",
@@ -197,6 +201,52 @@ impl Bed {
         let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
         Ok(api.get(name).await?)
     }
+}
+
+/// The ServiceAccount `crossplane` in `ns`, bound to the core's ClusterRoles as `cargo xtask generate`
+/// writes them (deploy/crossplane): a core running with its kubeconfig may do only what the shipped
+/// RBAC allows, which includes granting each runtime's Role (RBAC refuses to grant what one lacks).
+async fn core_service_account(
+    cluster: &testenv::Cluster,
+    client: &Client,
+    ns: &str,
+) -> anyhow::Result<std::path::PathBuf> {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crossplane");
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    let pp = PatchParams::apply("crossplane-rs-tests").force();
+    for f in ["clusterrole.yaml", "clusterrole-system.yaml"] {
+        let path = dir.join(f);
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        let role: ClusterRole =
+            serde_saphyr::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        roles.patch(&role.name_any(), &pp, &Patch::Apply(&role)).await?;
+    }
+    let kubeconfig = cluster.service_account_kubeconfig(ns, "crossplane").await?;
+    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": format!("crossplane-{ns}")},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "crossplane"},
+        "subjects": [{"kind": "ServiceAccount", "name": "crossplane", "namespace": ns}],
+    }))?;
+    bindings
+        .patch(&binding.name_any(), &pp, &Patch::Apply(&binding))
+        .await?;
+    wait_for("the aggregated ClusterRole crossplane", WAIT, || {
+        let roles = roles.clone();
+        async move {
+            let role = roles.get("crossplane").await?;
+            let filled = role.rules.unwrap_or_default().iter().any(|r| {
+                r.resources
+                    .as_ref()
+                    .is_some_and(|rs| rs.iter().any(|x| x == "poddisruptionbudgets"))
+            });
+            Ok(filled.then_some(()))
+        }
+    })
+    .await?;
+    Ok(kubeconfig)
 }
 
 async fn install_core_crds(client: &Client) -> anyhow::Result<()> {
