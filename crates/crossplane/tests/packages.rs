@@ -1101,6 +1101,30 @@ async fn a_runtime_config_can_say_one_replica() -> anyhow::Result<()> {
         json!(["--debug"])
     );
     assert_eq!(container_env(&d)["LEADER_ELECTION"]["value"], "true");
+
+    // A change to the config reaches the running Deployment.
+    dynamic(
+        &bed.client,
+        "pkg.crossplane.io",
+        "v1beta1",
+        "DeploymentRuntimeConfig",
+        "deploymentruntimeconfigs",
+    )
+    .patch(
+        &drc,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"spec": {"deploymentTemplate": {"spec": {"replicas": 3}}}})),
+    )
+    .await?;
+    let deployments: Api<Deployment> = bed.ns_api();
+    wait_for("the Deployment at the config's 3 replicas", WAIT, || {
+        let (deployments, rev_name) = (deployments.clone(), rev_name.clone());
+        async move {
+            let d = deployments.get(&rev_name).await?;
+            Ok((d.spec.and_then(|s| s.replicas) == Some(3)).then_some(()))
+        }
+    })
+    .await?;
     Ok(())
 }
 

@@ -170,6 +170,23 @@ pub async fn run(ctx: TermContext, options: Options) -> Result<(), BoxError> {
                         .collect::<Vec<_>>()
                 },
             );
+            // A changed DeploymentRuntimeConfig rebuilds the runtimes of the revisions naming it.
+            let store = controller.store();
+            let ar = kind.revision();
+            let controller = controller.watches(
+                Api::<apis::pkg::DeploymentRuntimeConfig>::all(client.clone()),
+                watcher::Config::default(),
+                move |drc| {
+                    use kube::ResourceExt;
+                    let name = drc.name_any();
+                    store
+                        .state()
+                        .into_iter()
+                        .filter(|r| runtime::runtime_config_name(r) == name)
+                        .map(|r| kube::runtime::reflector::ObjectRef::from_obj_with(r.as_ref(), ar.clone()))
+                        .collect::<Vec<_>>()
+                },
+            );
             let name = format!("packageruntimes/{}.pkg.crossplane.io", kind.name().to_lowercase());
             let token = ctx.token().clone();
             let metrics = options.metrics.clone();

@@ -5,7 +5,8 @@
 //! One reconcile of a revision:
 //! 1. Its [`plan::Plan`]: names, labels, owners, image and the DeploymentRuntimeConfig
 //!    (`runtimeConfigRef`, default `default`; a missing `default` means an empty one, any other
-//!    missing config is a `RuntimeHealthy=False` condition).
+//!    missing config is a `RuntimeHealthy=False` condition). A change to the config rebuilds the
+//!    runtimes of the revisions that name it.
 //! 2. Inactive: the [`handover`].
 //! 3. Active: the TLS Secrets ([`tls`]), the ServiceAccount, Role and RoleBinding ([`identity`]), the
 //!    Service ([`service`]; a FunctionRevision's `status.endpoint` is its address); then, once the
@@ -99,13 +100,19 @@ pub async fn reconcile(kind: Kind, rev: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Re
     }
 }
 
-/// The revision's DeploymentRuntimeConfig: `spec.runtimeConfigRef` (default `default`). A missing
-/// `default` is an empty config; any other missing one is an error in words.
+/// The name of the DeploymentRuntimeConfig revision `rev` runs with: `spec.runtimeConfigRef.name`,
+/// default `default`.
+pub fn runtime_config_name(rev: &DynamicObject) -> &str {
+    str_at(rev, "/spec/runtimeConfigRef/name").unwrap_or(DEFAULT_RUNTIME_CONFIG)
+}
+
+/// The revision's DeploymentRuntimeConfig ([`runtime_config_name`]). A missing `default` is an empty
+/// config; any other missing one is an error in words.
 async fn runtime_config(
     client: &kube::Client,
     rev: &DynamicObject,
 ) -> Result<apis::pkg::DeploymentRuntimeConfigSpec, String> {
-    let name = str_at(rev, "/spec/runtimeConfigRef/name").unwrap_or(DEFAULT_RUNTIME_CONFIG);
+    let name = runtime_config_name(rev);
     let api: Api<DeploymentRuntimeConfig> = Api::all(client.clone());
     match api.get_opt(name).await {
         Ok(Some(c)) => Ok(c.spec),
