@@ -20,30 +20,16 @@
 //!   `docs/fencing.md` and `docs/fencing.json`.
 //! - `cargo xtask node-bench [--deletions N]` runs deploy/ as Pods on a real node (containerd, kubelet),
 //!   times the handover when the leader's Pod is deleted and writes `docs/node.md`.
+//!
+//! This crate only parses flags and dispatches: the release tooling lives in the `release` crate
+//! (`tools/release`), the scenarios in the `e2e` crate (`tests/e2e`).
 #![forbid(unsafe_code)]
-
-mod bench;
-mod chaos;
-mod chart;
-mod conformance;
-mod control_plane;
-mod demo;
-mod fencing;
-mod figures;
-mod generate;
-mod image;
-mod metrics_names;
-mod node;
-mod package;
-mod prereq;
-mod provenance;
-mod registry;
-mod test;
-mod upstream;
 
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
+use e2e::{bench, chaos, conformance, control_plane, demo, fencing, metrics_names, node, suite};
+use release::{generate, image, registry};
 
 /// crossplane-rs project automation.
 #[derive(Parser)]
@@ -183,7 +169,7 @@ enum Command {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Test { args } => test::run(&args),
+        Command::Test { args } => suite::run(&args),
         Command::Demo {
             keep,
             ci,
@@ -241,7 +227,7 @@ fn main() {
         Command::Fencing => fencing::run(),
         Command::MetricsNames => metrics_names::run(),
         Command::Conformance => conformance::run(),
-        Command::Harness => harness().map(|p| {
+        Command::Harness => release::harness().map(|p| {
             println!("{}", p.display());
             0
         }),
@@ -253,33 +239,6 @@ fn main() {
             std::process::exit(1);
         }
     }
-}
-
-/// The Cargo target directory.
-fn target_dir() -> PathBuf {
-    testenv::cargo::target_dir()
-}
-
-/// Builds the harness if needed, with progress on stderr, and returns its path.
-fn harness() -> anyhow::Result<PathBuf> {
-    let start = std::time::Instant::now();
-    let path = testenv::harness::ensure_built(&target_dir(), |line| eprintln!("[harness] {line}"))?;
-    eprintln!(
-        "[harness] ready: {} ({:.1}s)",
-        path.display(),
-        start.elapsed().as_secs_f64()
-    );
-    Ok(path)
-}
-
-/// `cargo`, without the variables cargo sets for the process it runs ([`testenv::cargo::command`]).
-fn cargo() -> std::process::Command {
-    testenv::cargo::command()
-}
-
-/// A tokio runtime for the async parts of the test bed.
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
 }
 
 #[cfg(test)]

@@ -20,13 +20,6 @@ use std::time::Instant;
 use anyhow::{Context, Result, ensure};
 use serde_json::Value;
 
-const BINARIES: [&str; 4] = [
-    "crossplane",
-    "provider-nop",
-    "provider-kubernetes",
-    "provider-sql",
-];
-
 fn run(cmd: &mut Command) -> Result<String> {
     let shown = format!("{cmd:?}");
     let out = cmd.output().with_context(|| {
@@ -188,7 +181,7 @@ fn images_pass_skopeo_and_umoci_and_run() -> Result<()> {
         eprintln!("{line}");
     }
     let packed = start.elapsed();
-    for binary in BINARIES {
+    for binary in release::image::BINARIES.iter().map(|b| b.name) {
         let archive = out.join(format!("{binary}.oci.tar"));
         check_image(&archive, binary, &work).with_context(|| format!("image {binary}"))?;
     }

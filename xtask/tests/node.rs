@@ -43,12 +43,6 @@ use kube::{
 use testenv::workload;
 
 const NAMESPACE: &str = "crossplane-system";
-const BINARIES: [&str; 4] = [
-    "crossplane",
-    "provider-nop",
-    "provider-kubernetes",
-    "provider-sql",
-];
 /// How long the Deployments get to have 2 Ready Pods each, on a loaded 2-core machine.
 const READY_TIMEOUT: Duration = Duration::from_secs(240);
 /// How long a deleted leader's Lease may take to reach the other Pod.
@@ -79,25 +73,21 @@ fn build_images(out: &Path) -> Result<Vec<PathBuf>> {
         "[node] images built and packed in {:.1}s",
         start.elapsed().as_secs_f64()
     );
-    Ok(BINARIES
+    Ok(release::image::BINARIES
         .iter()
-        .map(|b| out.join(format!("{b}.oci.tar")))
+        .map(|b| out.join(format!("{}.oci.tar", b.name)))
         .collect())
 }
 
-/// The overlay: deploy/ and deploy/fencing/, with each image named by the reference it was imported
-/// under, and nothing else changed.
-fn write_overlay(dir: &Path, nop_tag: &str) -> Result<PathBuf> {
-    let version = env!("CARGO_PKG_VERSION");
-    let images: Vec<workload::ImageOverride> = BINARIES
-        .iter()
-        .map(|b| workload::ImageOverride {
-            name: format!("crossplane-rs/{b}"),
-            new_name: format!("docker.io/crossplane-rs/{b}"),
-            new_tag: if *b == "provider-nop" { nop_tag } else { version }.to_owned(),
-        })
-        .collect();
-    Ok(workload::write_overlay(&dir.join("overlay"), &images)?)
+/// The overlay ([`e2e::node::write_overlay`]): deploy/ and deploy/fencing/, with each image named by the
+/// reference it was imported under; with `next`, provider-nop at its second build's tag.
+fn write_overlay(dir: &Path, next: bool) -> Result<PathBuf> {
+    let dir = dir.join("overlay");
+    if next {
+        e2e::node::overlay_with_next(&dir, &["provider-nop"])
+    } else {
+        e2e::node::write_overlay(&dir)
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -198,7 +188,7 @@ async fn run(bed: &mut testenv::NodeTestBed, archives: &[PathBuf], work: &Path) 
         start.elapsed().as_secs_f64()
     );
 
-    let overlay = write_overlay(work, env!("CARGO_PKG_VERSION"))?;
+    let overlay = write_overlay(work, false)?;
     kubectl(
         cluster.kubeconfig(),
         &["apply", "--server-side", "-k", &overlay.display().to_string()],
@@ -366,7 +356,7 @@ async fn rolling_update(cluster: &testenv::Cluster, work: &Path) -> Result<()> {
     };
 
     let started = Instant::now();
-    let overlay = write_overlay(work, concat!(env!("CARGO_PKG_VERSION"), "-next"))?;
+    let overlay = write_overlay(work, true)?;
     kubectl(
         cluster.kubeconfig(),
         &["apply", "--server-side", "-k", &overlay.display().to_string()],
@@ -447,22 +437,7 @@ async fn rolling_update(cluster: &testenv::Cluster, work: &Path) -> Result<()> {
     let mut violations = checker::check_lock(&events, &lock);
     violations.extend(checker::check_writes(&events, &lock, is_write));
     // Which version acted in each term: the versions in the user agents of the holder's writes.
-    let mut versions_per_term = Vec::new();
-    for t in checker::terms(&events, &lock) {
-        let mut versions: Vec<&str> = events
-            .iter()
-            .filter(|e| e.is_write() && e.agent_identity() == Some(t.holder.as_str()))
-            .filter(|e| t.covers(e.received, e.stage_time))
-            .filter_map(|e| {
-                e.user_agent
-                    .split_once('/')
-                    .map(|(_, v)| v.split(' ').next().unwrap_or(v))
-            })
-            .collect();
-        versions.sort();
-        versions.dedup();
-        versions_per_term.push((t.holder.clone(), versions.join(",")));
-    }
+    let versions_per_term = checker::versions_per_term(&events, &checker::terms(&events, &lock));
     eprintln!(
         "[node] rolling update A->B in {:.1}s, {changes} changes; {writes} writes of provider-nop checked, {} violations",
         rolled.as_secs_f64(),

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{ArgMatches, FromArgMatches, Parser, Subcommand};
-use manager::compat::{self, Given};
+use manager::config::compat::{self, Given};
 use manager::{BinaryInfo, Defaults, Manager, TermContext};
 
 use crate::upstream_flags::{self, HEADING};
@@ -37,7 +37,7 @@ pub const RBAC_DEFAULTS: Defaults = Defaults::new("crossplane-leader-election-rb
 )]
 pub struct Cli {
     /// Print verbose logging statements (debug for crossplane-rs's own crates; same as
-    /// `--log-level` with [`manager::logging::debug_filter`]).
+    /// `--log-level` with [`manager::config::logging::debug_filter`]).
     #[arg(short = 'd', long, global = true)]
     pub debug: bool,
     /// The component.
@@ -219,7 +219,9 @@ pub fn main(binary: BinaryInfo) -> ExitCode {
         eprintln!("error: {e}");
         std::process::exit(manager::UsageError::EXIT_CODE);
     }
-    let debug = cli.debug.then(|| manager::logging::debug_filter("crossplane"));
+    let debug = cli
+        .debug
+        .then(|| manager::config::logging::debug_filter("crossplane"));
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -294,7 +296,7 @@ pub async fn core_start(
     upstream: &[Given],
 ) -> Result<(), manager::Error> {
     let settings = args.manager.resolve(&CORE_DEFAULTS)?;
-    manager::logging::init(settings.log_format, &settings.log_level)?;
+    manager::config::logging::init(settings.log_format, &settings.log_level)?;
     tracing::debug!(filter = %settings.log_level, "logging at debug level");
     compat::log_ignored(upstream);
     let mut mgr = Manager::new(settings, binary).await?;
@@ -336,7 +338,7 @@ pub async fn rbac_start(
     upstream: &[Given],
 ) -> Result<(), manager::Error> {
     let settings = args.manager.resolve(&RBAC_DEFAULTS)?;
-    manager::logging::init(settings.log_format, &settings.log_level)?;
+    manager::config::logging::init(settings.log_format, &settings.log_level)?;
     tracing::debug!(filter = %settings.log_level, "logging at debug level");
     compat::log_ignored(upstream);
     let mut mgr = Manager::new(settings, binary).await?;

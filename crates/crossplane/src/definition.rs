@@ -28,8 +28,8 @@ use kube::core::ApiResource;
 use kube::runtime::controller::Action;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, Resource, ResourceExt};
-use manager::backoff::Backoff;
 use manager::controller::ControllerBuilder;
+use manager::controller::backoff::Backoff;
 use manager::{BoxError, ChildHandle, ReconcileMetrics, TermContext};
 use serde_json::json;
 
@@ -494,8 +494,8 @@ async fn delete(xrd: &CompositeResourceDefinition, ctx: &Ctx) -> Result<Action, 
 /// `/finalizers` because the CRDs it renders name the XRD as blocking owner) and the CRDs it renders
 /// (applied, read back and deleted). The XRs themselves are defined at run time: the RBAC manager grants
 /// them per XRD through ClusterRoles labelled `rbac.crossplane.io/aggregate-to-crossplane`.
-pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
-    use manager::rbac::{OWN, READ_WRITE, Rule};
+pub fn rbac_needs() -> Vec<manager::controller::rbac::Rule> {
+    use manager::controller::rbac::{OWN, READ_WRITE, Rule};
     vec![
         Rule::kind::<CompositeResourceDefinition>(&[""], READ_WRITE),
         Rule::kind::<CompositeResourceDefinition>(&["status"], &["get", "patch", "update"]),

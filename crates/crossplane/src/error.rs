@@ -50,11 +50,14 @@ const FORBIDDEN_HINT: &str = "the core's ServiceAccount may not do this: grant i
      rbac.crossplane.io/aggregate-to-crossplane: \"true\", which the core's ClusterRole aggregates";
 
 /// A Kubernetes API error as users read it: the apiserver's message and what to do
-/// ([`manager::api_error`]; a 403 says how to grant the core the permission).
+/// ([`manager::controller::api_error`]; a 403 says how to grant the core the permission).
 pub fn explain(e: &kube::Error) -> String {
-    match manager::api_error::code(e) {
-        Some(403) => format!("{} ({FORBIDDEN_HINT})", manager::api_error::message(e)),
-        _ => manager::api_error::explain(e),
+    match manager::controller::api_error::code(e) {
+        Some(403) => format!(
+            "{} ({FORBIDDEN_HINT})",
+            manager::controller::api_error::message(e)
+        ),
+        _ => manager::controller::api_error::explain(e),
     }
 }
 

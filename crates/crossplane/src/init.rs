@@ -15,7 +15,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use manager::BinaryInfo;
-use manager::compat::Given;
+use manager::config::compat::Given;
 
 /// The field manager of `core init`.
 pub const FIELD_MANAGER: &str = "crossplane-init";
@@ -28,7 +28,7 @@ const WAIT: Duration = Duration::from_secs(60);
 pub enum InitError {
     /// No kubeconfig and no in-cluster config.
     #[error("{0}; set KUBECONFIG, or run in a Pod with a ServiceAccount")]
-    Client(#[source] manager::client::ClientError),
+    Client(#[source] manager::config::client::ClientError),
     /// A CRD could not be applied.
     #[error(
         "cannot apply CRD {name}: {source}; the ServiceAccount needs create and patch on customresourcedefinitions"
@@ -52,7 +52,7 @@ pub enum InitError {
     RuntimeConfig(#[source] kube::Error),
     /// Logging could not be set up.
     #[error(transparent)]
-    Logging(#[from] manager::logging::LoggingError),
+    Logging(#[from] manager::config::logging::LoggingError),
 }
 
 /// Runs `core init` (`core` true) or `rbac init`.
@@ -62,10 +62,10 @@ pub async fn run(
     upstream: &[Given],
     binary: BinaryInfo,
 ) -> Result<(), InitError> {
-    manager::logging::init(manager::LogFormat::Text, debug.unwrap_or("info"))?;
-    manager::compat::log_ignored(upstream);
+    manager::config::logging::init(manager::LogFormat::Text, debug.unwrap_or("info"))?;
+    manager::config::compat::log_ignored(upstream);
     let identity = std::env::var("POD_NAME").unwrap_or_else(|_| "init".to_owned());
-    let agent = manager::client::user_agent(&binary, &identity);
+    let agent = manager::config::client::user_agent(&binary, &identity);
     let clients = manager::Clients::new(None, None, &agent)
         .await
         .map_err(InitError::Client)?;
@@ -131,8 +131,8 @@ async fn default_runtime_config(api: &Api<DeploymentRuntimeConfig>) -> Result<()
 }
 
 /// What `core init` needs beyond the CRDs: reading and creating the default DeploymentRuntimeConfig.
-pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
-    vec![manager::rbac::Rule::kind::<DeploymentRuntimeConfig>(
+pub fn rbac_needs() -> Vec<manager::controller::rbac::Rule> {
+    vec![manager::controller::rbac::Rule::kind::<DeploymentRuntimeConfig>(
         &[""],
         &["get", "create"],
     )]

@@ -49,7 +49,7 @@ pub fn crds()
 /// What `crossplane core start` may do: its controllers' declared needs plus upstream's default rules
 /// ([`upstream_rbac`]), rendered into its ClusterRole by `cargo xtask generate`; leader election's
 /// namespaced needs come on top.
-pub fn core_rbac_needs() -> Vec<manager::rbac::Rule> {
+pub fn core_rbac_needs() -> Vec<manager::controller::rbac::Rule> {
     let mut rules = definition::rbac_needs();
     rules.extend(upstream_rbac::base_rules());
     rules.extend(revision::rbac_needs());
@@ -57,10 +57,10 @@ pub fn core_rbac_needs() -> Vec<manager::rbac::Rule> {
     rules.extend(claim::rbac_needs());
     rules.extend(init::rbac_needs());
     rules.extend(pkg::rbac_needs());
-    manager::rbac::normalize(rules)
+    manager::controller::rbac::normalize(rules)
 }
 
 /// What `crossplane rbac start` needs.
-pub fn rbac_manager_rbac_needs() -> Vec<manager::rbac::Rule> {
-    manager::rbac::normalize(rbac::rbac_needs())
+pub fn rbac_manager_rbac_needs() -> Vec<manager::controller::rbac::Rule> {
+    manager::controller::rbac::normalize(rbac::rbac_needs())
 }

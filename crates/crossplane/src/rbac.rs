@@ -132,8 +132,8 @@ async fn reconcile(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -> Resu
 /// The API access this controller needs: XRDs read (and `update` on `/finalizers`, as the blocking owner
 /// of the roles), and ClusterRoles applied and watched. `escalate` lets it grant `*` on the XRs without
 /// holding that access itself.
-pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
-    use manager::rbac::{READ, Rule};
+pub fn rbac_needs() -> Vec<manager::controller::rbac::Rule> {
+    use manager::controller::rbac::{READ, Rule};
     vec![
         Rule::kind::<CompositeResourceDefinition>(&[""], READ),
         Rule::kind::<CompositeResourceDefinition>(&["finalizers"], &["update"]),

@@ -165,8 +165,8 @@ fn owner_ref(comp: &Composition) -> Result<OwnerReference, Error> {
 
 /// The API access this controller needs: Compositions read (and `update` on `/finalizers`, as the
 /// blocking owner of their revisions) and CompositionRevisions read, created and patched.
-pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
-    use manager::rbac::{READ, Rule};
+pub fn rbac_needs() -> Vec<manager::controller::rbac::Rule> {
+    use manager::controller::rbac::{READ, Rule};
     vec![
         Rule::kind::<Composition>(&[""], READ),
         Rule::kind::<Composition>(&["finalizers"], &["update"]),

@@ -3,7 +3,7 @@
 //! what this binary does with each. Every one of them is accepted, so an operator's existing `args:` and
 //! environment run unchanged; the README lists the ignored ones.
 
-use manager::compat::Flag;
+use manager::config::compat::Flag;
 
 /// The help heading of the compatibility flags.
 pub const HEADING: &str = "Upstream compatibility";

@@ -7,10 +7,10 @@
 //! providers' kinds, and whatever a user adds to let the core compose more kinds).
 //!
 //! One deliberate difference: upstream also grants every Lease in every namespace. Here the core gets
-//! only its own Lease (the leader-election Role `manager::rbac::election_needs` renders), so a core can
+//! only its own Lease (the leader-election Role `manager::controller::rbac::election_needs` renders), so a core can
 //! never write another binary's Lease, which the fence and the audit-log checker rely on.
 
-use manager::rbac::{OWN, Rule};
+use manager::controller::rbac::{OWN, Rule};
 
 /// Every verb.
 const ALL: &[&str] = &["*"];
@@ -51,7 +51,7 @@ pub fn base_rules() -> Vec<Rule> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use manager::rbac::allows;
+    use manager::controller::rbac::allows;
 
     #[test]
     fn grants_what_upstreams_scenarios_compose_but_no_leases() {

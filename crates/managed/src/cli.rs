@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{CommandFactory, FromArgMatches, Parser};
-use manager::compat;
-pub use manager::compat::Flag;
+use manager::config::compat;
+pub use manager::config::compat::Flag;
 use manager::duration::{format_duration, parse_duration};
 use manager::{BinaryInfo, Defaults, Manager};
 
@@ -87,6 +87,8 @@ impl ProviderArgs {
 pub struct ProviderInfo {
     /// Name and version, for the user agent and `--version`.
     pub binary: BinaryInfo,
+    /// One line on what it is (its image's description, its package's).
+    pub description: &'static str,
     /// Lease name and timings.
     pub lease: Defaults,
     /// Flag defaults.
@@ -151,7 +153,7 @@ where
         }
     };
     if cli.provider.debug {
-        cli.manager.log_level = manager::logging::debug_filter(&info.binary.name.replace('-', "_"));
+        cli.manager.log_level = manager::config::logging::debug_filter(&info.binary.name.replace('-', "_"));
     }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
@@ -182,7 +184,7 @@ where
     F: FnOnce(&mut Manager, &Options),
 {
     let settings = cli.manager.resolve(&info.lease)?;
-    manager::logging::init(settings.log_format, &settings.log_level)?;
+    manager::config::logging::init(settings.log_format, &settings.log_level)?;
     tracing::debug!(filter = %settings.log_level, "logging at debug level");
     compat::log_ignored(upstream);
     let mut options = cli.provider.options(&info.defaults);
@@ -230,6 +232,7 @@ mod tests {
     }
 
     const INFO: ProviderInfo = ProviderInfo {
+        description: "a provider under test",
         binary: BinaryInfo {
             name: "provider-test",
             version: "0.0.0",

@@ -22,8 +22,8 @@ use kube::runtime::controller::Config;
 use kube::runtime::reflector;
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
+use manager::controller::event::Recorder;
 use manager::controller::{ControllerBuilder, Requeue, key};
-use manager::event::Recorder;
 use manager::{Manager, Metrics, TermContext};
 
 use crate::external::ExternalConnector;
@@ -31,7 +31,7 @@ use crate::metrics::ManagedMetrics;
 use crate::options::Options;
 use crate::reconciler::{self, Shared};
 use crate::resource::Managed;
-use manager::backoff::Backoff;
+use manager::controller::backoff::Backoff;
 
 /// The controller failed outside any single reconcile.
 #[derive(Debug, thiserror::Error)]

@@ -9,7 +9,7 @@ use apis::providerconfig::{UsageKind, usage_crd};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Resource;
 use kube::api::ApiResource;
-use manager::rbac::Rule;
+use manager::controller::rbac::Rule;
 
 use crate::options::Options;
 use crate::providerconfig::ProviderConfigKind;
@@ -100,7 +100,7 @@ pub fn provider_needs(managed: Vec<Rule>, provider_configs: &[ProviderConfigKind
     }
     rules.extend(crate::rbac::credentials_needs());
     rules.extend(crate::rbac::runtime_needs());
-    manager::rbac::normalize(rules)
+    manager::controller::rbac::normalize(rules)
 }
 
 #[cfg(test)]

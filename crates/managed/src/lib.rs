@@ -16,10 +16,10 @@
 //! Modules, one concept each: [`provider`] (a provider's descriptor and its one list of kinds),
 //! [`resource`] (the kind, [`impl_managed!`] and [`managed_kind!`]), [`external`] (the provider's side), [`decision`],
 //! [`meta`] (annotation and finalizer rules), [`reconciler`], [`controller`] (watch, predicate, queue),
-//! [`connection`] (connection secrets), [`reason`] (Event reasons; the recorder is [`manager::event`]), [`metrics`] (crossplane-runtime's
+//! [`connection`] (connection secrets), [`reason`] (Event reasons; the recorder is [`manager::controller::event`]), [`metrics`] (crossplane-runtime's
 //! `crossplane_managed_resource_*` series), [`usage`] and [`providerconfig`] (usage tracking and
 //! deletion protection), [`groups`] (a provider's cluster-scoped and namespaced API groups), [`ratelimit`], [`options`] and
-//! [`cli`]. Backoff and poll jitter are the manager's ([`manager::backoff`]).
+//! [`cli`]. Backoff and poll jitter are the manager's ([`manager::controller::backoff`]).
 #![forbid(unsafe_code)]
 
 pub mod cli;

@@ -39,8 +39,8 @@ pub struct Options {
     /// (crossplane-runtime's `--poll-state-metric`, 5 s).
     pub poll_state_metric: Duration,
     /// The upstream compatibility flags that were given, with their values: a provider reads those it
-    /// applies itself (`manager::compat::Effect::Applied`).
-    pub compat: Vec<manager::compat::Given>,
+    /// applies itself (`manager::config::compat::Effect::Applied`).
+    pub compat: Vec<manager::config::compat::Given>,
 }
 
 impl Options {

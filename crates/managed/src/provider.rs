@@ -9,7 +9,7 @@
 //!     kinds().register(mgr, &MyConnector::default(), |_group| options.clone());
 //! }
 //! pub fn crds() -> Vec<CustomResourceDefinition> { kinds().crds() }
-//! pub fn rbac_needs() -> Vec<manager::rbac::Rule> { kinds().needs() }
+//! pub fn rbac_needs() -> Vec<manager::controller::rbac::Rule> { kinds().needs() }
 //! pub const PROVIDER: Provider = Provider { info: INFO, setup, crds, rbac_needs };
 //! ```
 
@@ -18,7 +18,7 @@ use std::process::ExitCode;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 use manager::Manager;
-use manager::rbac::Rule;
+use manager::controller::rbac::Rule;
 
 use crate::cli::ProviderInfo;
 use crate::controller::ManagedController;

@@ -20,7 +20,7 @@ use manager::fence::is_not_leader;
 use manager::{Fence, Manager, TermContext};
 use serde_json::json;
 
-use manager::event::{EventType, Recorder};
+use manager::controller::event::{EventType, Recorder};
 
 /// Condition type set while deletion is blocked.
 pub const TYPE_TERMINATING: &str = "Terminating";

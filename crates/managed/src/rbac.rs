@@ -1,8 +1,8 @@
-//! The API access the managed runtime's controllers need, as [`manager::rbac::Rule`]s. A provider's
+//! The API access the managed runtime's controllers need, as [`manager::controller::rbac::Rule`]s. A provider's
 //! `rbac_needs()` adds these up for the kinds it registers.
 
 use kube::Resource;
-use manager::rbac::{READ_WRITE, Rule};
+use manager::controller::rbac::{READ_WRITE, Rule};
 
 use crate::providerconfig::ProviderConfigKind;
 

@@ -1,5 +1,5 @@
 //! The Event reasons of the managed reconciler (crossplane-runtime's), published with
-//! [`manager::event::Recorder`].
+//! [`manager::controller::event::Recorder`].
 
 /// Connect failed.
 pub const CANNOT_CONNECT: &str = "CannotConnectToProvider";

@@ -28,8 +28,8 @@ use crate::metrics::ManagedMetrics;
 use crate::options::Options;
 use crate::reason;
 use crate::resource::Managed;
-use manager::backoff::jittered;
-use manager::event::{EventType, Recorder};
+use manager::controller::backoff::jittered;
+use manager::controller::event::{EventType, Recorder};
 
 /// What the controller does after a reconcile (the controller builder's outcome mode).
 pub use manager::controller::Requeue;

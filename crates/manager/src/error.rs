@@ -1,10 +1,10 @@
 //! Why building or running a manager failed.
 
-use crate::admin::BindError;
-use crate::client::ClientError;
-use crate::logging::LoggingError;
+use crate::config::client::ClientError;
+use crate::config::logging::LoggingError;
+use crate::config::settings::UsageError;
 use crate::metrics::MetricsError;
-use crate::settings::UsageError;
+use crate::run::admin::BindError;
 
 /// Building or running the manager failed.
 #[derive(Debug, thiserror::Error)]

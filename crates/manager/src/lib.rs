@@ -2,7 +2,7 @@
 //! self-fencing client.
 //!
 //! A binary flattens [`Args`] into its clap parser, resolves them with its own [`Defaults`], initialises
-//! [logging], builds a [`Manager`], registers runnables and runs it:
+//! [logging](config::logging), builds a [`Manager`], registers runnables and runs it:
 //!
 //! ```no_run
 //! use clap::Parser;
@@ -19,7 +19,7 @@
 //! # async fn example() -> Result<(), manager::Error> {
 //! let cli = Cli::parse();
 //! let settings = cli.manager.resolve(&DEFAULTS).unwrap_or_else(|e| e.exit());
-//! manager::logging::init(settings.log_format, &settings.log_level)?;
+//! manager::config::logging::init(settings.log_format, &settings.log_level)?;
 //! let binary = BinaryInfo { name: env!("CARGO_PKG_NAME"), version: env!("CARGO_PKG_VERSION") };
 //! let mut mgr = Manager::new(settings, binary).await?;
 //! mgr.add_gated("my-controller", |ctx: TermContext| async move {
@@ -32,61 +32,50 @@
 //!
 //! The smallest complete user is the `configmap-counter` binary in this crate (`src/bin`).
 //!
-//! Modules, one concept each: [`api_error`] (API errors in words for users), [`args`] (flags), [`settings`] (defaults and validation), [`logging`],
-//! [`client`] (the two clients and the user agent), [`controller`] (a kube-runtime controller for
-//! one term: wiring, metrics, backoff, error reporting), [`event`] (Kubernetes Events, fenced and deduplicated), [`backoff`] (per-object backoff and jitter), [`gate`] (the fence layer in the client: the one place writes are fenced), [`fence`]
-//! (what the layer checks: the term's guard and the manager's revocation, and [`fence::is_not_leader`], the
-//! one way to ask whether a failed write was refused),
-//! [`term`] (what gated work receives), [`runnable`] (always-runnables), [`readiness`], [`health`],
-//! [`metrics`] (the registry and controller-runtime's reconcile metrics), [`workqueue`] (controller-runtime's
-//! `workqueue_*`), [`process_metrics`] (the `process_*` series the prometheus crate lacks), [`rest_metrics`] (client-go's `rest_client_requests_total`), [`own_pod`] (the leader leaves as soon as its own Pod is deleted), [`admin`] (the HTTP endpoints), and the crate-private supervisor, task group and signal
-//! handling. Why gating works as it does is in the supervisor's docs, repeated on [`Manager::run`].
+//! Five folders, one concept per module inside each:
+//! - [`config`]: what a binary is started with: [`config::args`] (flags), [`config::settings`] (defaults
+//!   and validation), [`config::bind`], [`config::compat`] (flags accepted for compatibility),
+//!   [`config::logging`], [`config::client`] (the two clients and the user agent);
+//! - [`run`]: running it: the [`Manager`], [`run::term`] (what gated work receives), [`run::runnable`]
+//!   (always-runnables), [`run::readiness`], [`run::health`], [`run::admin`] (the HTTP endpoints),
+//!   [`run::own_pod`] (the leader leaves as soon as its own Pod is deleted), and the crate-private
+//!   supervisor, task group and signal handling. Why gating works as it does is in the supervisor's
+//!   docs, repeated on [`Manager::run`];
+//! - [`controller`]: reconcilers: the [`controller::ControllerBuilder`] (a kube-runtime controller for one
+//!   term: wiring, metrics, backoff, error reporting), [`controller::backoff`], [`controller::workqueue`]
+//!   (controller-runtime's `workqueue_*`), [`controller::event`] (Kubernetes Events, fenced and
+//!   deduplicated), [`controller::api_error`] (API errors in words for users), [`controller::rbac`] (what
+//!   a controller needs from the apiserver, declared in code);
+//! - [`fence`]: what a write is checked against (the term's guard and the manager's revocation, and
+//!   [`fence::is_not_leader`], the one way to ask whether a failed write was refused), and
+//!   [`fence::gate`], the layer in the client that is the one place writes are fenced;
+//! - [`metrics`]: the registry and controller-runtime's reconcile metrics, [`metrics::process`] (the
+//!   `process_*` series the prometheus crate lacks) and [`metrics::rest`] (client-go's
+//!   `rest_client_requests_total`).
 #![forbid(unsafe_code)]
 
-pub mod admin;
-pub mod api_error;
-pub mod args;
-pub mod backoff;
-pub mod bind;
-pub mod client;
-pub mod compat;
+pub mod config;
 pub mod controller;
 mod error;
-pub mod event;
 pub mod fence;
-pub mod gate;
-pub mod health;
-pub mod logging;
-mod manager;
 pub mod metrics;
-pub mod own_pod;
-pub mod process_metrics;
-pub mod rbac;
-pub mod readiness;
-pub mod rest_metrics;
-pub mod runnable;
-pub mod settings;
-mod signals;
-mod supervisor;
-mod task_group;
-pub mod term;
-pub mod workqueue;
+pub mod run;
 
-pub use admin::Endpoints;
-pub use args::{Args, LogFormat, OnLostLeadership};
-pub use bind::BindAddress;
-pub use client::{BinaryInfo, Clients};
+pub use config::args::{Args, LogFormat, OnLostLeadership};
+pub use config::bind::BindAddress;
+pub use config::client::{BinaryInfo, Clients};
+pub use config::settings::{Defaults, ElectionSettings, Settings, UsageError};
 pub use election::Timings;
 pub use error::Error;
+pub use fence::gate::{FenceLayer, fence_client, refusal};
 pub use fence::{Fence, NotLeader};
-pub use gate::{FenceLayer, fence_client, refusal};
-pub use manager::{Manager, ManagerBuilder};
 pub use metrics::{Metrics, ReconcileMetrics, ReconcileResult, RestClientMetrics, WorkqueueMetrics};
-pub use readiness::ReadyHandle;
-pub use runnable::AlwaysContext;
-pub use settings::{Defaults, ElectionSettings, Settings, UsageError};
-pub use task_group::{BoxError, TermEnded};
-pub use term::{ChildHandle, TermContext, TermInfo};
+pub use run::admin::Endpoints;
+pub use run::manager::{Manager, ManagerBuilder};
+pub use run::readiness::ReadyHandle;
+pub use run::runnable::AlwaysContext;
+pub use run::task_group::{BoxError, TermEnded};
+pub use run::term::{ChildHandle, TermContext, TermInfo};
 
 /// The election crate, re-exported for [`ManagerBuilder::elector`] hooks and guards.
 pub use election;

@@ -44,6 +44,7 @@ managed::managed_kind!(cluster File: "file.example.crossplane-rs.io", "v1alpha1"
 
 /// Name, Lease and flag defaults (`--poll 1m`, `--max-reconcile-rate 10`, client-go's Lease timings).
 pub const INFO: ProviderInfo = ProviderInfo {
+    description: "A Crossplane provider of local files, in Rust (an example)",
     binary: BinaryInfo {
         name: "provider-file",
         version: env!("CARGO_PKG_VERSION"),
@@ -80,8 +81,8 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
 }
 
 /// The API access the controllers need: the File kind, and the runtime's Secrets and Events.
-pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
+pub fn rbac_needs() -> Vec<manager::controller::rbac::Rule> {
     let mut rules = kinds().needs();
     rules.extend(managed::rbac::runtime_needs());
-    manager::rbac::normalize(rules)
+    manager::controller::rbac::normalize(rules)
 }

@@ -68,7 +68,7 @@ impl ObjectConnector {
         Self::default()
     }
 
-    /// Kubeconfig clients send `user_agent` (see `manager::client::user_agent`) instead of kube's.
+    /// Kubeconfig clients send `user_agent` (see `manager::config::client::user_agent`) instead of kube's.
     /// A user agent that is not a valid header value is an error that names it.
     pub fn with_user_agent(mut self, user_agent: &str) -> Result<Self, http::header::InvalidHeaderValue> {
         self.user_agent = Some(http::HeaderValue::from_str(user_agent)?);

@@ -48,6 +48,7 @@ use crate::types::{cluster, namespaced};
 /// The provider's name, Lease and flag defaults (`--poll 10m`, `--max-reconcile-rate 100`, Lease
 /// 60 s/50 s).
 pub const INFO: ProviderInfo = ProviderInfo {
+    description: "Crossplane provider-kubernetes, in Rust",
     binary: BinaryInfo {
         name: "provider-kubernetes",
         version: env!("CARGO_PKG_VERSION"),
@@ -110,7 +111,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
 /// webhook.
 pub fn setup(mgr: &mut Manager, options: &Options) {
     webhook::register(mgr, options);
-    let ua = manager::client::user_agent(&INFO.binary, mgr.identity());
+    let ua = manager::config::client::user_agent(&INFO.binary, mgr.identity());
     // The identity is checked to be a valid header value when the settings are parsed.
     let connector = match ObjectConnector::new().with_user_agent(&ua) {
         Ok(c) => c,
@@ -153,11 +154,15 @@ pub fn provider_config_kinds() -> Vec<ProviderConfigKind> {
 /// The objects an `Object` manages are not included: they are whatever users ask for. With
 /// `InjectedIdentity`, the operator grants the provider's ServiceAccount access to them (upstream binds
 /// `cluster-admin`); with a kubeconfig Secret, the credentials in it decide.
-pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
+pub fn rbac_needs() -> Vec<manager::controller::rbac::Rule> {
     let mut needs = managed::groups::provider_needs(kinds().needs(), &provider_config_kinds());
-    needs.push(manager::rbac::Rule::new("", &["secrets"], &["get", "create"]));
+    needs.push(manager::controller::rbac::Rule::new(
+        "",
+        &["secrets"],
+        &["get", "create"],
+    ));
     needs.push(
-        manager::rbac::Rule::new(
+        manager::controller::rbac::Rule::new(
             "apiextensions.k8s.io",
             &["customresourcedefinitions"],
             &["get", "patch"],

@@ -259,7 +259,7 @@ mod tests {
     fn the_port_is_upstreams_flag() {
         let mut o = Options::default();
         assert_eq!(port(&o), Ok(9443));
-        o.compat = vec![manager::compat::Given {
+        o.compat = vec![manager::config::compat::Given {
             name: "webhook-port",
             value: "9999".into(),
             ignored: None,

@@ -19,6 +19,7 @@ use manager::{BinaryInfo, Defaults, Manager};
 
 /// The provider's name, Lease and flag defaults (`--poll 10s`, `--max-reconcile-rate 1`, Lease 60 s/50 s).
 pub const INFO: ProviderInfo = ProviderInfo {
+    description: "Crossplane provider-nop, in Rust",
     binary: BinaryInfo {
         name: "provider-nop",
         version: env!("CARGO_PKG_VERSION"),
@@ -60,8 +61,8 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
 
 /// The API access [`setup`]'s controllers need (rendered into the provider's ClusterRole by
 /// `cargo xtask generate`): the NopResource controller and the runtime's connection Secrets and Events.
-pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
+pub fn rbac_needs() -> Vec<manager::controller::rbac::Rule> {
     let mut rules = kinds().needs();
     rules.extend(managed::rbac::runtime_needs());
-    manager::rbac::normalize(rules)
+    manager::controller::rbac::normalize(rules)
 }

@@ -52,6 +52,7 @@ use crate::types::{VERSION, cluster, namespaced};
 /// The provider's name, Lease and flag defaults (`--poll 10m`, `--max-reconcile-rate 10`, Lease
 /// 15 s/10 s/2 s as upstream).
 pub const INFO: ProviderInfo = ProviderInfo {
+    description: "Crossplane provider-sql (PostgreSQL), in Rust",
     binary: BinaryInfo {
         name: "provider-sql",
         version: env!("CARGO_PKG_VERSION"),
@@ -139,6 +140,6 @@ pub fn provider_config_kinds() -> Vec<ProviderConfigKind> {
 /// The API access [`setup`]'s controllers need (rendered into the provider's ClusterRole by
 /// `cargo xtask generate`): the managed kinds, the ProviderConfig kinds and their usages, the
 /// credentials Secrets the connector reads, and the runtime's connection Secrets and Events.
-pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
+pub fn rbac_needs() -> Vec<manager::controller::rbac::Rule> {
     managed::groups::provider_needs(kinds().needs(), &provider_config_kinds())
 }

@@ -160,6 +160,30 @@ fn lock_writes<'a>(events: &'a [AuditEvent], lock: &Lock) -> Vec<&'a AuditEvent>
     writes
 }
 
+/// Which version acted in each of `terms`: per term, its holder and the versions (comma-separated, sorted)
+/// in the user agents (`name/version ...`) of the holder's writes within the term. A term with two
+/// versions means two builds acted under one holder's term; a term with none wrote nothing.
+pub fn versions_per_term(events: &[AuditEvent], terms: &[Term]) -> Vec<(String, String)> {
+    terms
+        .iter()
+        .map(|t| {
+            let mut versions: Vec<&str> = events
+                .iter()
+                .filter(|e| e.is_write() && e.agent_identity() == Some(t.holder.as_str()))
+                .filter(|e| t.covers(e.received, e.stage_time))
+                .filter_map(|e| {
+                    e.user_agent
+                        .split_once('/')
+                        .map(|(_, v)| v.split(' ').next().unwrap_or(v))
+                })
+                .collect();
+            versions.sort_unstable();
+            versions.dedup();
+            (t.holder.clone(), versions.join(","))
+        })
+        .collect()
+}
+
 /// Reconstructs the terms of every holder of `lock`.
 pub fn terms(events: &[AuditEvent], lock: &Lock) -> Vec<Term> {
     let mut terms: Vec<Term> = Vec::new();

@@ -27,8 +27,8 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{Controller, watcher};
 use kube::{Api, ResourceExt};
-use manager::backoff::{Backoff, jittered};
 use manager::controller::ControllerBuilder;
+use manager::controller::backoff::{Backoff, jittered};
 use manager::{BoxError, ReconcileMetrics, TermContext};
 use serde_json::{Value, json};
 
@@ -327,8 +327,8 @@ async fn free_xr_name(ctx: &Ctx, prefix: &str) -> Result<String, Error> {
 
 /// The API access the claim controllers need beyond the claims and XRs (granted per XRD through
 /// aggregated ClusterRoles): Secrets, to copy connection details into the claim's namespace.
-pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
+pub fn rbac_needs() -> Vec<manager::controller::rbac::Rule> {
     use k8s_openapi::api::core::v1::Secret;
-    use manager::rbac::{OWN, Rule};
+    use manager::controller::rbac::{OWN, Rule};
     vec![Rule::kind::<Secret>(&[""], OWN)]
 }

@@ -26,11 +26,11 @@ pub use reconciler::{CompositeController, run};
 /// The API access the composite controllers need beyond the XRs and composed resources, whose kinds are
 /// only known at run time (they come through aggregated ClusterRoles): Compositions and their revisions,
 /// read to select one.
-pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
+pub fn rbac_needs() -> Vec<manager::controller::rbac::Rule> {
     use apis::apiextensions::{Composition, CompositionRevision};
     use apis::pkg::{Function, FunctionRevision};
     use k8s_openapi::api::core::v1::Secret;
-    use manager::rbac::{READ, Rule};
+    use manager::controller::rbac::{READ, Rule};
     vec![
         Rule::kind::<Composition>(&[""], READ),
         Rule::kind::<CompositionRevision>(&[""], READ),
@@ -39,7 +39,7 @@ pub fn rbac_needs() -> Vec<manager::rbac::Rule> {
         Rule::kind::<FunctionRevision>(&[""], READ),
         // Credentials handed to pipeline steps, composed resources' connection details (read), and the
         // XR's connection Secret (written).
-        Rule::kind::<Secret>(&[""], manager::rbac::OWN),
+        Rule::kind::<Secret>(&[""], manager::controller::rbac::OWN),
         // Events on XRs (function results, failed reconciles) in the XRs' namespaces, and in `default`
         // for cluster-scoped XRs.
         Rule::new("", &["events"], &["create", "patch"]),

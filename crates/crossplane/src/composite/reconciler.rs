@@ -45,9 +45,9 @@ use super::status::{self, Outcome};
 use super::watch::ComposedWatches;
 use crate::error::{Error, is_not_found};
 use manager::ReconcileMetrics;
-use manager::backoff::{Backoff, jittered};
 use manager::controller::ControllerBuilder;
-use manager::event::{EventType, Recorder as Events};
+use manager::controller::backoff::{Backoff, jittered};
+use manager::controller::event::{EventType, Recorder as Events};
 
 /// The field manager of XR writes.
 pub const FIELD_MANAGER_COMPOSITE: &str = "apiextensions.crossplane.io/composite";

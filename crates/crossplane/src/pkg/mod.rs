@@ -207,8 +207,8 @@ pub async fn run(ctx: TermContext, options: Options) -> Result<(), BoxError> {
 }
 
 /// The API access the package manager needs.
-pub fn rbac_needs() -> Vec<::manager::rbac::Rule> {
-    use ::manager::rbac::{OWN, READ, Rule};
+pub fn rbac_needs() -> Vec<::manager::controller::rbac::Rule> {
+    use ::manager::controller::rbac::{OWN, READ, Rule};
     let mut rules = Vec::new();
     for kind in Kind::ALL {
         let p = kind.package().plural;

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use super::*;
 use crate::external::{ExternalCreation, ExternalDelete, ExternalObservation, ExternalUpdate};
-use manager::event::Recorder;
+use manager::controller::event::Recorder;
 
 /// A test kind.
 #[derive(CustomResource, Debug, Clone, Serialize, Deserialize, JsonSchema)]

@@ -79,7 +79,7 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> Result<(), manager::Error> {
     let settings = cli.manager.resolve(&DEFAULTS)?;
-    manager::logging::init(settings.log_format, &settings.log_level)?;
+    manager::config::logging::init(settings.log_format, &settings.log_level)?;
     let namespace = cli
         .namespace
         .or_else(|| settings.election.as_ref().map(|e| e.namespace.clone()))

@@ -14,5 +14,5 @@ pub fn ready_and_synced(r: &provider_nop::types::NopResource) -> bool {
 
 /// The user agent replica `identity` of provider-nop sends, as the audit log records it.
 pub fn user_agent(identity: &str) -> String {
-    manager::client::user_agent(&provider_nop::INFO.binary, identity)
+    manager::config::client::user_agent(&provider_nop::INFO.binary, identity)
 }

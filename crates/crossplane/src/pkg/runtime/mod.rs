@@ -339,8 +339,8 @@ async fn delete(deployments: &Api<Deployment>, name: &str, plan: &Plan) -> Resul
 
 /// What the runtime writes and reads, for the core's ClusterRole. Creating the runtime's Role needs
 /// the core to hold what the Role grants (RBAC refuses escalation), hence Leases, Events and Pods.
-pub fn rbac_needs() -> Vec<::manager::rbac::Rule> {
-    use ::manager::rbac::{OWN, READ, Rule};
+pub fn rbac_needs() -> Vec<::manager::controller::rbac::Rule> {
+    use ::manager::controller::rbac::{OWN, READ, Rule};
     let mut rules = vec![
         Rule::plural("apps", "deployments", &[""], OWN),
         Rule::plural("policy", "poddisruptionbudgets", &[""], OWN),

@@ -1,0 +1,305 @@
+//! docs/node.md from one node-bench run.
+
+use std::{collections::BTreeMap, fmt::Write as _};
+
+use k8s_openapi::api::core::v1::Pod;
+use testenv::workload;
+
+use super::faults::Faults;
+use super::handover::{self, Deletion, Split};
+use super::rolling::Rollout;
+use super::{StartTimes, candidate};
+
+/// What one run measured.
+pub(super) struct Run<'a> {
+    pub(super) deletions: usize,
+    pub(super) provenance: &'a serde_json::Value,
+    pub(super) times: &'a StartTimes,
+    pub(super) all_ready: std::time::Duration,
+    pub(super) pods: &'a BTreeMap<String, Vec<Pod>>,
+    pub(super) memory: &'a BTreeMap<String, (u64, u64)>,
+    pub(super) ours: &'a [Deletion],
+    pub(super) theirs: &'a [Deletion],
+    pub(super) our_splits: &'a [Split],
+    pub(super) their_splits: &'a [Split],
+    pub(super) rollout: &'a Rollout,
+    pub(super) faults: &'a Faults,
+    pub(super) refused: usize,
+}
+
+/// The document.
+pub(super) fn document(run: &Run<'_>) -> anyhow::Result<String> {
+    let Run {
+        deletions,
+        provenance,
+        times,
+        all_ready,
+        pods,
+        memory,
+        ours,
+        theirs,
+        our_splits,
+        their_splits,
+        rollout,
+        faults,
+        refused,
+    } = run;
+    let (timings, release_on_cancel, grace) = candidate::provider_nop_conditions()?;
+    let mut md = String::new();
+    writeln!(md, "# deploy/ on a real node")?;
+    writeln!(md)?;
+    writeln!(
+        md,
+        "Written by `cargo xtask node-bench --deletions {deletions}` on {} ({} CPUs). Debug builds of the \
+         images, imported into the node's containerd; kubelet and kube-scheduler {} from the harness. {}",
+        jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M UTC"),
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        testenv::KUBERNETES_VERSION,
+        release::provenance::markdown_line(provenance),
+    )?;
+    writeln!(md)?;
+    writeln!(md, "| Step | Seconds |")?;
+    writeln!(md, "|---|---:|")?;
+    writeln!(
+        md,
+        "| control plane + containerd + kubelet, to a Ready node, cold (containerd's root empty, only the \
+         pause image imported) | {:.1} |",
+        times.cold.as_secs_f64()
+    )?;
+    writeln!(
+        md,
+        "| importing {} images (ours, with the second builds of provider-nop and crossplane, and client-go's candidate), cold | {:.1} |",
+        times.images,
+        times.imported.as_secs_f64()
+    )?;
+    writeln!(
+        md,
+        "| control plane + containerd + kubelet, to a Ready node, warm (a fresh control plane and kubelet; \
+         containerd's root kept, with the images in it) | {:.1} |",
+        times.warm.as_secs_f64()
+    )?;
+    writeln!(
+        md,
+        "| `kubectl apply -k` to 2 Ready Pods per Deployment | {:.1} |",
+        all_ready.as_secs_f64()
+    )?;
+    writeln!(md)?;
+    writeln!(md, "## Pods (after the deletions and the faults)")?;
+    writeln!(md)?;
+    writeln!(
+        md,
+        "| Deployment | Pod | Restarts | RSS (MiB) | Working set (MiB) |"
+    )?;
+    writeln!(md, "|---|---|---:|---:|---:|")?;
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    for (app, ps) in *pods {
+        for p in ps {
+            let (ws, rss) = memory.get(workload::name(p)).copied().unwrap_or((0, 0));
+            writeln!(
+                md,
+                "| {app} | {} | {} | {:.1} | {:.1} |",
+                workload::name(p),
+                workload::restarts(p),
+                mib(rss),
+                mib(ws)
+            )?;
+        }
+    }
+    writeln!(md)?;
+    writeln!(md, "## Handover when the leader's Pod is deleted")?;
+    writeln!(md)?;
+    writeln!(
+        md,
+        "`kubectl delete pod` of provider-nop's leader (the kubelet sends SIGTERM; the replica releases \
+         its Lease), timed from the delete request to the first read of the Lease naming another Pod (the standby, or the \
+         replacement when it wins the race for the released Lease), \
+         {deletions} times, each once the Deployment was back to 2 Ready Pods."
+    )?;
+    writeln!(md)?;
+    handover_tables(&mut md, ours, theirs, our_splits, their_splits)?;
+    writeln!(
+        md,
+        "client-go's candidate ran as a Deployment of 2 replicas in a namespace of its own \
+         (`{}`), from a static image of `tests/control-plane/candidate.go` (`go build -tags candidateonly`, \
+         `CGO_ENABLED=0`) imported like ours, with provider-nop's conditions: lease duration {:?}, renew \
+         deadline {:?}, retry period {:?}, terminationGracePeriodSeconds {grace}, identity from the downward \
+         API's POD_NAME, and `ReleaseOnCancel: {release_on_cancel}` (what controller-runtime users set with \
+         `LeaderElectionReleaseOnCancel`; both release the Lease on SIGTERM).",
+        candidate::NAMESPACE,
+        timings.lease_duration,
+        timings.renew_deadline,
+        timings.retry_period,
+    )?;
+    writeln!(md)?;
+    for line in rollout.section() {
+        writeln!(md, "{line}")?;
+    }
+    writeln!(md)?;
+    writeln!(md, "## Faults only a node gives (provider-nop)")?;
+    writeln!(md)?;
+    writeln!(md, "| Fault | What happened |")?;
+    writeln!(md, "|---|---|")?;
+    for (fault, outcome) in &faults.lines {
+        writeln!(md, "| {fault} | {outcome} |")?;
+    }
+    writeln!(md)?;
+    for note in &faults.notes {
+        writeln!(md, "{note}")?;
+        writeln!(md)?;
+    }
+    writeln!(
+        md,
+        "Fence refusals (403 for a crossplane-system ServiceAccount, from the audit log) over the whole \
+         run: {refused}; late writes of the frozen leader among them: {}.",
+        faults.expected_refusals
+    )?;
+    Ok(md)
+}
+
+/// The handovers of ours and client-go's side by side, their ratio, and each split at the release.
+fn handover_tables(
+    md: &mut String,
+    ours: &[Deletion],
+    theirs: &[Deletion],
+    our_splits: &[Split],
+    their_splits: &[Split],
+) -> anyhow::Result<()> {
+    let ms = |ds: &[Deletion]| ds.iter().map(|d| d.ms).collect::<Vec<f64>>();
+    let (o50, o99, omax) = handover::summary(&ms(ours));
+    let (t50, t99, tmax) = handover::summary(&ms(theirs));
+    let standby = |ds: &[Deletion]| ds.iter().filter(|d| d.to_standby).count();
+    writeln!(
+        md,
+        "| Elector | Deletions | p50 (ms) | p99 (ms) | max (ms) | taken by the standby | by the replacement |"
+    )?;
+    writeln!(md, "|---|---:|---:|---:|---:|---:|---:|")?;
+    for (name, ds, p50, p99, max) in [
+        ("ours (provider-nop)", ours, o50, o99, omax),
+        ("client-go (lease candidate)", theirs, t50, t99, tmax),
+    ] {
+        writeln!(
+            md,
+            "| {name} | {} | {p50:.0} | {p99:.0} | {max:.0} | {} | {} |",
+            ds.len(),
+            standby(ds),
+            ds.len() - standby(ds)
+        )?;
+    }
+    writeln!(md)?;
+    writeln!(
+        md,
+        "client-go / ours: p50 ×{:.1}, p99 ×{:.1}. (With {} deletions the p99 is the slowest one.)",
+        t50 / o50,
+        t99 / o99,
+        ours.len()
+    )?;
+    writeln!(md)?;
+    writeln!(
+        md,
+        "Each handover split with the audit log at the old leader's release of the Lease: from the delete \
+         request to the release write, and from the release to the next holder's write (the electors' own \
+         part). Before the release, ours and client-go's differ in what starts the stop: our leader watches \
+         its own Pod (POD_NAME, a field-selected watch) and, seeing its deletionTimestamp, stops its leader \
+         work and releases at once, before the kubelet's SIGTERM (crates/manager/src/run/own_pod.rs); \
+         client-go's candidate releases on the SIGTERM the kubelet sends once it has seen the deletion \
+         through its own watch of Pods and stopped the container through containerd."
+    )?;
+    writeln!(md)?;
+    writeln!(
+        md,
+        "| Elector | delete → release p50 / p99 (ms) | release → next holder p50 / p99 (ms) | split |"
+    )?;
+    writeln!(md, "|---|---:|---:|---:|")?;
+    for (name, splits) in [("ours", our_splits), ("client-go", their_splits)] {
+        let before: Vec<f64> = splits.iter().filter_map(|s| s.to_release_ms).collect();
+        let after: Vec<f64> = splits.iter().filter_map(|s| s.release_to_taken_ms).collect();
+        let (b50, b99, _) = handover::summary(&before);
+        let (a50, a99, _) = handover::summary(&after);
+        writeln!(
+            md,
+            "| {name} | {b50:.0} / {b99:.0} | {a50:.0} / {a99:.0} | {} of {} |",
+            after.len(),
+            splits.len()
+        )?;
+    }
+    writeln!(md)?;
+    // Where the spread lies: before the release (the kubelet and the shutdown) or after it (the
+    // election).
+    let parts = |splits: &[Split]| {
+        let before: Vec<f64> = splits.iter().filter_map(|s| s.to_release_ms).collect();
+        let after: Vec<f64> = splits.iter().filter_map(|s| s.release_to_taken_ms).collect();
+        (handover::summary(&before), handover::summary(&after))
+    };
+    let ((tb50, _, _), (ta50, ta99, _)) = parts(their_splits);
+    let ((ob50, ob99, _), (oa50, oa99, _)) = (parts(our_splits).0, parts(our_splits).1);
+    let stops: Vec<f64> = ours.iter().filter_map(|d| d.stop_ms).collect();
+    let (s50, s99, _) = handover::summary(&stops);
+    let ((_, tb99, _), _) = parts(their_splits);
+    writeln!(
+        md,
+        "{} Of that first part, our replica's own work before the release, stopping its leader work (the \
+         controller, awaiting a reconcile in flight, bounded by `--graceful-shutdown-timeout`, so that \
+         nothing of it writes after the release, as controller-runtime's manager does before its release on \
+         cancel), took p50 {s50:.0} ms, p99 {s99:.0} ms by its own log ({} of {} deletions logged). {} \
+         client-go's bare candidate, which has no work to stop, released {tb50:.0} ms (p50), {tb99:.0} ms \
+         (p99) after the delete. After the release, our standby, which watches the Lease, took it in \
+         {oa50:.0} ms (p50), {oa99:.0} ms (p99).",
+        if ob99 >= oa99 {
+            format!(
+                "Our spread (p99 against p50) lies before the release: from the delete to the release write \
+                 p50 {ob50:.0} ms, p99 {ob99:.0} ms."
+            )
+        } else {
+            format!(
+                "Our spread (p99 against p50) lies after the release: the standby took the released Lease in \
+                 {oa50:.0} ms (p50) but {oa99:.0} ms (p99)."
+            )
+        },
+        stops.len(),
+        ours.len(),
+        if s99 * 2.0 < ob99 {
+            "So most of that spread is not the stop of leader work: it is the delivery of the Pod's deletion \
+             to our watch and the wake-up of the process on a 2-core machine shared with ten other Pods, \
+             which varies with the machine's load."
+        } else {
+            "So much of the spread is our own stop of leader work."
+        }
+    )?;
+    writeln!(md)?;
+    writeln!(
+        md,
+        "client-go's standby has no watch: it tries to acquire every retry period (2 s, jittered up to \
+         ×1.2), so it finds a released Lease {ta50:.0} ms (p50), {ta99:.0} ms (p99) after the release, \
+         where ours, watching, takes it at once.{}",
+        if ta50 * 2.0 > t50 - o50 {
+            " That is most of the difference between the medians above."
+        } else {
+            ""
+        }
+    )?;
+    writeln!(md)?;
+    // Where our slowest handover spent its time.
+    if let Some((d, s)) = ours
+        .iter()
+        .zip(our_splits)
+        .max_by(|a, b| a.0.ms.total_cmp(&b.0.ms))
+    {
+        let part = |x: Option<f64>| x.map(|v| format!("{v:.0} ms")).unwrap_or_else(|| "?".into());
+        writeln!(
+            md,
+            "Our slowest handover ({:.0} ms, {} deleted): {} from the delete to the release, {} from the \
+             release to the next holder ({}).",
+            d.ms,
+            d.pod,
+            part(s.to_release_ms),
+            part(s.release_to_taken_ms),
+            if d.to_standby {
+                "the standby"
+            } else {
+                "the replacement Pod"
+            }
+        )?;
+        writeln!(md)?;
+    }
+    Ok(())
+}
