@@ -106,6 +106,22 @@ pub struct CoreStart {
     /// `crossplane-webhooks` (a core run outside the cluster: `https://127.0.0.1:<--webhook-port>`).
     #[arg(long, hide = true, value_name = "URL")]
     pub webhook_url: Option<String>,
+    /// How Providers and Functions run (upstream's flag): `Deployment` runs each active revision as a
+    /// Deployment in the core's namespace, HA by default; `External` runs nothing, and something else
+    /// must run them.
+    #[arg(long, env = "PACKAGE_RUNTIME", value_enum, default_value_t = PackageRuntime::Deployment)]
+    pub package_runtime: PackageRuntime,
+}
+
+/// `--package-runtime`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PackageRuntime {
+    /// Each active ProviderRevision and FunctionRevision runs as a Deployment.
+    #[value(name = "Deployment")]
+    Deployment,
+    /// No Deployments: something else runs the packages.
+    #[value(name = "External")]
+    External,
 }
 
 /// Flags of `rbac start`.
@@ -310,7 +326,7 @@ pub async fn core_start(
         metrics: metrics.clone(),
         namespace: args.namespace.clone(),
         user_agent: format!("{}/{}", binary.name, binary.version),
-        runtime: false,
+        runtime: args.package_runtime == PackageRuntime::Deployment,
     };
     mgr.add_gated(crate::pkg::CONTROLLER_NAME, move |ctx: TermContext| {
         crate::pkg::run(ctx, packages.clone())

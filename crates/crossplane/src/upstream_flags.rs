@@ -8,7 +8,7 @@ use manager::config::compat::Flag;
 /// The help heading of the compatibility flags.
 pub const HEADING: &str = "Upstream compatibility";
 
-const NO_PACKAGES: &str = "crossplane-rs has no package manager";
+const NO_PACKAGES: &str = "crossplane-rs's package manager does not implement this";
 const NO_WEBHOOKS: &str = "crossplane-rs's core start keeps its webhook configuration and certificate itself";
 const NO_CIRCUIT_BREAKER: &str = "crossplane-rs has no XR circuit breaker yet";
 const NO_PROFILER: &str = "crossplane-rs serves no pprof endpoint";
@@ -30,9 +30,6 @@ pub const CORE_START: &[Flag] = &[
         .aliases(&["cache-dir"])
         .env("XPKG_CACHE_DIR")
         .default("/cache/xpkg"),
-    Flag::ignored("package-runtime", NO_PACKAGES)
-        .env("PACKAGE_RUNTIME")
-        .default("Deployment"),
     Flag::ignored(
         "sync-interval",
         "watches keep the caches current; there is no periodic resync",

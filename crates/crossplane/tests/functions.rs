@@ -67,6 +67,9 @@ impl Fixture {
                 deadline,
                 "--namespace",
                 &ns,
+                // These tests run their functions themselves, and one writes a revision's endpoint.
+                "--package-runtime",
+                "External",
             ],
             &format!("{prefix}-{id}"),
         )?;

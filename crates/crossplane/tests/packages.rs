@@ -24,11 +24,24 @@ struct Bed {
     client: Client,
     registry: String,
     id: String,
+    /// The core's namespace (where runtimes run).
+    ns: String,
     _core: Process,
 }
 
 impl Bed {
+    /// The core without package runtimes (`--package-runtime=External`): these tests are about
+    /// revisions, and without a node no runtime ever becomes Available.
     async fn start() -> anyhow::Result<Bed> {
+        Self::start_with(false).await
+    }
+
+    /// The core running package runtimes in a namespace of the test's own.
+    async fn with_runtime() -> anyhow::Result<Bed> {
+        Self::start_with(true).await
+    }
+
+    async fn start_with(runtime: bool) -> anyhow::Result<Bed> {
         let cluster = testenv::Cluster::shared()?;
         let client = cluster.client().await?;
         let registry = cluster
@@ -39,15 +52,41 @@ impl Bed {
         install_core_crds(&client).await?;
         let id = unique();
         let selector = format!("crossplane-rs.io/test={id}");
+        let (ns, kubeconfig) = if runtime {
+            let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+            nss.create(
+                &Default::default(),
+                &serde_json::from_value(json!({"metadata": {"name": id}}))?,
+            )
+            .await?;
+            let kubeconfig = core_service_account(&cluster, &client, &id).await?;
+            (id.clone(), kubeconfig)
+        } else {
+            (
+                "crossplane-system".to_string(),
+                cluster.kubeconfig().to_path_buf(),
+            )
+        };
+        let package_runtime = if runtime { "Deployment" } else { "External" };
         let core = Process::start(
-            cluster.kubeconfig(),
-            &["core", "start", "--watch-label-selector", &selector],
+            &kubeconfig,
+            &[
+                "core",
+                "start",
+                "--watch-label-selector",
+                &selector,
+                "--package-runtime",
+                package_runtime,
+                "-n",
+                &ns,
+            ],
             &format!("pkg-{id}"),
         )?;
         Ok(Bed {
             client,
             registry,
             id,
+            ns,
             _core: core,
         })
     }
@@ -162,6 +201,52 @@ impl Bed {
         let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
         Ok(api.get(name).await?)
     }
+}
+
+/// The ServiceAccount `crossplane` in `ns`, bound to the core's ClusterRoles as `cargo xtask generate`
+/// writes them (deploy/crossplane): a core running with its kubeconfig may do only what the shipped
+/// RBAC allows, which includes granting each runtime's Role (RBAC refuses to grant what one lacks).
+async fn core_service_account(
+    cluster: &testenv::Cluster,
+    client: &Client,
+    ns: &str,
+) -> anyhow::Result<std::path::PathBuf> {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crossplane");
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    let pp = PatchParams::apply("crossplane-rs-tests").force();
+    for f in ["clusterrole.yaml", "clusterrole-system.yaml"] {
+        let path = dir.join(f);
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        let role: ClusterRole =
+            serde_saphyr::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        roles.patch(&role.name_any(), &pp, &Patch::Apply(&role)).await?;
+    }
+    let kubeconfig = cluster.service_account_kubeconfig(ns, "crossplane").await?;
+    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": format!("crossplane-{ns}")},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "crossplane"},
+        "subjects": [{"kind": "ServiceAccount", "name": "crossplane", "namespace": ns}],
+    }))?;
+    bindings
+        .patch(&binding.name_any(), &pp, &Patch::Apply(&binding))
+        .await?;
+    wait_for("the aggregated ClusterRole crossplane", WAIT, || {
+        let roles = roles.clone();
+        async move {
+            let role = roles.get("crossplane").await?;
+            let filled = role.rules.unwrap_or_default().iter().any(|r| {
+                r.resources
+                    .as_ref()
+                    .is_some_and(|rs| rs.iter().any(|x| x == "poddisruptionbudgets"))
+            });
+            Ok(filled.then_some(()))
+        }
+    })
+    .await?;
+    Ok(kubeconfig)
 }
 
 async fn install_core_crds(client: &Client) -> anyhow::Result<()> {
@@ -685,5 +770,466 @@ async fn bad_input_a_dependency_cycle() -> anyhow::Result<()> {
         .await?;
     let m = configuration_condition(&bed, &name, "form a cycle").await?;
     assert!(m.contains(&format!("{a} → {b} → {a}")), "{m}");
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The package runtime (`--package-runtime=Deployment`). The envtest has no node: Pods are created by
+// the real ReplicaSet controller but never run. Where a test needs a Pod Ready, it writes the Pod's
+// status itself, as a kubelet would; nothing else is faked.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Pod, Secret, Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+
+impl Bed {
+    fn ns_api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+    {
+        Api::namespaced(self.client.clone(), &self.ns)
+    }
+
+    /// Waits until the Deployment `name` exists.
+    async fn wait_deployment(&self, name: &str) -> anyhow::Result<Deployment> {
+        let api: Api<Deployment> = self.ns_api();
+        wait_for(&format!("Deployment {}/{name}", self.ns), WAIT, || {
+            let api = api.clone();
+            async move { Ok(api.get_opt(name).await?) }
+        })
+        .await
+    }
+
+    /// Waits until revision `rev` of `kind` has `RuntimeHealthy` with `status`; returns the revision.
+    async fn wait_runtime(&self, kind: &str, rev: &str, status: &str) -> anyhow::Result<Value> {
+        let revs = self.api(&format!("{kind}Revision"));
+        wait_for(
+            &format!("{kind}Revision {rev} RuntimeHealthy={status}"),
+            WAIT,
+            || {
+                let revs = revs.clone();
+                async move {
+                    let r = json(&revs.get(rev).await?);
+                    Ok(condition(&r, "RuntimeHealthy")
+                        .filter(|c| c["status"] == status)
+                        .map(|_| r))
+                }
+            },
+        )
+        .await
+    }
+
+    /// Marks every Pod of revision `rev` Running and Ready, as a kubelet would once its probes pass;
+    /// waits until there are `want` of them first. Returns their names.
+    async fn make_ready(&self, rev: &str, want: usize) -> anyhow::Result<Vec<String>> {
+        let pods: Api<Pod> = self.ns_api();
+        let lp = ListParams::default().labels(&format!("pkg.crossplane.io/revision={rev}"));
+        let names =
+            wait_for(&format!("{want} Pods of {rev}"), WAIT, || {
+                let (pods, lp) = (pods.clone(), lp.clone());
+                async move {
+                    let items = pods.list(&lp).await?.items;
+                    Ok((items.len() == want)
+                        .then(|| items.iter().map(ResourceExt::name_any).collect::<Vec<_>>()))
+                }
+            })
+            .await?;
+        let now = jiff::Timestamp::now().to_string();
+        for name in &names {
+            let ready = |t: &str| json!({"type": t, "status": "True", "lastTransitionTime": now});
+            pods.patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"status": {
+                    "phase": "Running",
+                    "conditions": [ready("PodScheduled"), ready("Initialized"), ready("ContainersReady"), ready("Ready")],
+                }})),
+            )
+            .await?;
+        }
+        Ok(names)
+    }
+
+    /// Writes the package's Lease as held by `holder` (what a leading replica's elector writes).
+    async fn hold_lease(&self, package: &str, holder: &str) -> anyhow::Result<()> {
+        let leases: Api<k8s_openapi::api::coordination::v1::Lease> = self.ns_api();
+        let name = format!("crossplane-leader-election-{package}");
+        // A MicroTime: six fractional digits.
+        let now = jiff::Timestamp::now()
+            .strftime("%Y-%m-%dT%H:%M:%S%.6fZ")
+            .to_string();
+        let lease = json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": name, "namespace": self.ns},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 60, "acquireTime": now, "renewTime": now},
+        });
+        leases
+            .patch(
+                &name,
+                &PatchParams::apply("crossplane-rs-tests").force(),
+                &Patch::Apply(&lease),
+            )
+            .await?;
+        Ok(())
+    }
+}
+
+fn container_env(d: &Value) -> std::collections::BTreeMap<String, Value> {
+    d["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some((e["name"].as_str()?.to_string(), e.clone())))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_runs_ha_by_default_and_is_unhealthy_while_not_available() -> anyhow::Result<()> {
+    let bed = Bed::with_runtime().await?;
+    let started = std::time::Instant::now();
+    let name = format!("{}-provider-nop", bed.id);
+    let group = format!("{}.nop.example.org", bed.id);
+    let rev = install_good_provider(&bed, &name, &group).await?;
+    let rev_name = rev["metadata"]["name"].as_str().context("name")?.to_string();
+    let uid = rev["metadata"]["uid"].as_str().context("uid")?.to_string();
+    let d = json(&bed.wait_deployment(&rev_name).await?);
+    eprintln!("Provider applied → Deployment created: {:?}", started.elapsed());
+
+    // Upstream's shape.
+    assert_eq!(
+        controller(&d),
+        Some(("ProviderRevision".into(), rev_name.clone()))
+    );
+    let spec = &d["spec"];
+    assert_eq!(
+        spec["selector"]["matchLabels"],
+        json!({"pkg.crossplane.io/revision": rev_name, "pkg.crossplane.io/provider": name})
+    );
+    let pod = &spec["template"]["spec"];
+    let c = &pod["containers"][0];
+    assert_eq!(c["name"], "package-runtime");
+    assert_eq!(c["image"], format!("{}:v1.0.0", bed.source(&name)));
+    let env = container_env(&d);
+    assert_eq!(env["REVISION_UID"]["value"], uid.as_str());
+    assert_eq!(
+        env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.namespace"
+    );
+    assert_eq!(
+        env["PROVIDER_NAME"]["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.labels['pkg.crossplane.io/provider']"
+    );
+    assert_eq!(
+        env["REVISION_NAME"]["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.labels['pkg.crossplane.io/revision']"
+    );
+    assert_eq!(env["TLS_SERVER_CERTS_DIR"]["value"], "/tls/server");
+    assert_eq!(env["TLS_CLIENT_CERTS_DIR"]["value"], "/tls/client");
+    // HA by default.
+    assert_eq!(spec["replicas"], 2);
+    assert_eq!(env["LEADER_ELECTION"]["value"], "true");
+    assert_eq!(
+        env["LEADER_ELECTION_ID"]["value"],
+        format!("crossplane-leader-election-{name}")
+    );
+    assert_eq!(
+        env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.name"
+    );
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert!(pod["terminationGracePeriodSeconds"].as_i64() > Some(80), "{pod}");
+    assert!(pod["affinity"]["podAntiAffinity"].is_object(), "{pod}");
+    assert_eq!(pod["topologySpreadConstraints"].as_array().map(Vec::len), Some(2));
+    let volumes: Vec<&str> = pod["volumes"]
+        .as_array()
+        .context("volumes")?
+        .iter()
+        .filter_map(|v| v["secret"]["secretName"].as_str())
+        .collect();
+    let (server, client) = (format!("{name}-tls-server"), format!("{name}-tls-client"));
+    assert_eq!(volumes, [server.as_str(), client.as_str()]);
+
+    // What the Deployment needs around it.
+    let pdb = json(&bed.ns_api::<PodDisruptionBudget>().get(&rev_name).await?);
+    assert_eq!(pdb["spec"]["maxUnavailable"], 1);
+    let sa = json(&bed.ns_api::<ServiceAccount>().get(&rev_name).await?);
+    assert_eq!(
+        controller(&sa),
+        Some(("ProviderRevision".into(), rev_name.clone()))
+    );
+    assert_eq!(pod["serviceAccountName"], rev_name.as_str());
+    let role = json(&bed.ns_api::<Role>().get(&rev_name).await?);
+    let rules = role["rules"].to_string();
+    assert!(
+        rules.contains("leases") && rules.contains("events") && rules.contains("pods"),
+        "{rules}"
+    );
+    let binding = json(&bed.ns_api::<RoleBinding>().get(&rev_name).await?);
+    assert_eq!(binding["subjects"][0]["name"], rev_name.as_str());
+    let svc = json(&bed.ns_api::<Service>().get(&name).await?);
+    assert_eq!(svc["spec"]["ports"][0]["port"], 9443);
+    assert_eq!(
+        svc["spec"]["selector"],
+        json!({"pkg.crossplane.io/provider": name})
+    );
+    let secrets: Api<Secret> = bed.ns_api();
+    let ca = secrets.get("crossplane-root-ca").await?;
+    let ca_pem = pki::secret::text(&ca, "tls.crt").context("CA tls.crt")?;
+    for s in [&server, &client] {
+        let secret = secrets.get(s).await?;
+        assert_eq!(
+            pki::secret::text(&secret, "ca.crt").as_deref(),
+            Some(ca_pem.as_str()),
+            "{s}"
+        );
+        assert!(pki::secret::text(&secret, "tls.crt").is_some_and(|c| c.contains("BEGIN CERTIFICATE")));
+        assert!(pki::secret::text(&secret, "tls.key").is_some());
+    }
+
+    // No node: the Pods never run, so the runtime is not healthy, and it says so.
+    let rev = bed.wait_runtime("Provider", &rev_name, "False").await?;
+    let msg = condition(&rev, "RuntimeHealthy").context("RuntimeHealthy")?["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        msg.contains(&format!("Deployment {}/{rev_name} is not Available", bed.ns)),
+        "{msg}"
+    );
+    let pkg = bed.wait_condition("Provider", &name, "Healthy", "False").await?;
+    let why = condition(&pkg, "Healthy").context("Healthy")?["message"].to_string();
+    assert!(why.contains("is not Available"), "{why}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_function_gets_a_headless_service_and_its_endpoint() -> anyhow::Result<()> {
+    let bed = Bed::with_runtime().await?;
+    let name = format!("{}-function-x", bed.id);
+    let source = bed.source(&name);
+    bed.push(
+        &Package::new(meta("Function", "function-x", json!({})), vec![])?,
+        &format!("{source}:v0.1.0"),
+    )
+    .await?;
+    bed.install("Function", &name, &format!("{source}:v0.1.0"))
+        .await?;
+    let revs = bed.api("FunctionRevision");
+    let rev = wait_for("a FunctionRevision with an endpoint", WAIT, || {
+        let (bed, revs, name) = (&bed, revs.clone(), name.clone());
+        async move {
+            let Some(r) = bed.revisions("Function", &name).await?.into_iter().next() else {
+                return Ok(None);
+            };
+            let r = json(
+                &revs
+                    .get(r["metadata"]["name"].as_str().unwrap_or_default())
+                    .await?,
+            );
+            Ok(r["status"]["endpoint"].is_string().then_some(r))
+        }
+    })
+    .await?;
+    assert_eq!(
+        rev["status"]["endpoint"],
+        format!("dns:///{name}.{}:9443", bed.ns)
+    );
+    let svc = json(&bed.ns_api::<Service>().get(&name).await?);
+    assert_eq!(svc["spec"]["clusterIP"], "None");
+    assert_eq!(svc["spec"]["ports"][0]["name"], "grpc");
+    assert_eq!(svc["spec"]["ports"][0]["port"], 9443);
+    let rev_name = rev["metadata"]["name"].as_str().context("name")?.to_string();
+    let d = json(&bed.wait_deployment(&rev_name).await?);
+    let env = container_env(&d);
+    assert!(
+        env.contains_key("FUNCTION_NAME") && !env.contains_key("LEADER_ELECTION"),
+        "{env:?}"
+    );
+    assert_eq!(d["spec"]["replicas"], 2);
+    let secret = bed.ns_api::<Secret>().get(&format!("{name}-tls-server")).await?;
+    assert!(pki::secret::text(&secret, "tls.crt").is_some());
+    bed.wait_runtime("Function", &rev_name, "False").await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_config_can_say_one_replica() -> anyhow::Result<()> {
+    let bed = Bed::with_runtime().await?;
+    let name = format!("{}-provider-nop", bed.id);
+    let group = format!("{}.nop.example.org", bed.id);
+    let drc = format!("{}-single", bed.id);
+    apply(
+        &dynamic(
+            &bed.client,
+            "pkg.crossplane.io",
+            "v1beta1",
+            "DeploymentRuntimeConfig",
+            "deploymentruntimeconfigs",
+        ),
+        json!({
+            "apiVersion": "pkg.crossplane.io/v1beta1", "kind": "DeploymentRuntimeConfig",
+            "metadata": {"name": drc},
+            "spec": {"deploymentTemplate": {"spec": {"replicas": 1, "selector": {}, "template": {"spec": {
+                "containers": [{"name": "package-runtime", "args": ["--debug"]}],
+            }}}}},
+        }),
+    )
+    .await?;
+    let source = bed.source(&name);
+    bed.push(
+        &provider_package(&group, json!({}), &[])?,
+        &format!("{source}:v1.0.0"),
+    )
+    .await?;
+    apply(
+        &bed.api("Provider"),
+        json!({
+            "apiVersion": "pkg.crossplane.io/v1", "kind": "Provider",
+            "metadata": {"name": name, "labels": {"crossplane-rs.io/test": bed.id}},
+            "spec": {"package": format!("{source}:v1.0.0"), "runtimeConfigRef": {"name": drc}},
+        }),
+    )
+    .await?;
+    let rev = bed.wait_revision("Provider", &name, "True").await?;
+    let rev_name = rev["metadata"]["name"].as_str().context("name")?.to_string();
+    let d = json(&bed.wait_deployment(&rev_name).await?);
+    assert_eq!(d["spec"]["replicas"], 1);
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["args"],
+        json!(["--debug"])
+    );
+    assert_eq!(container_env(&d)["LEADER_ELECTION"]["value"], "true");
+
+    // A change to the config reaches the running Deployment.
+    dynamic(
+        &bed.client,
+        "pkg.crossplane.io",
+        "v1beta1",
+        "DeploymentRuntimeConfig",
+        "deploymentruntimeconfigs",
+    )
+    .patch(
+        &drc,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"spec": {"deploymentTemplate": {"spec": {"replicas": 3}}}})),
+    )
+    .await?;
+    let deployments: Api<Deployment> = bed.ns_api();
+    wait_for("the Deployment at the config's 3 replicas", WAIT, || {
+        let (deployments, rev_name) = (deployments.clone(), rev_name.clone());
+        async move {
+            let d = deployments.get(&rev_name).await?;
+            Ok((d.spec.and_then(|s| s.replicas) == Some(3)).then_some(()))
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+/// The upgrade on the real apiserver and the real Deployment and ReplicaSet controllers: the old
+/// Deployment stays, scaled as it was, while the new one is not Available; once it is (its Pods made
+/// Ready) and a Pod of it holds the Lease, the old one goes, and never before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_keeps_the_old_deployment_until_the_new_one_is_available_and_leads() -> anyhow::Result<()>
+{
+    let bed = Bed::with_runtime().await?;
+    let name = format!("{}-provider-nop", bed.id);
+    let group = format!("{}.nop.example.org", bed.id);
+    let rev1 = install_good_provider(&bed, &name, &group).await?;
+    let rev1_name = rev1["metadata"]["name"].as_str().context("name")?.to_string();
+    bed.wait_deployment(&rev1_name).await?;
+    let pods1 = bed.make_ready(&rev1_name, 2).await?;
+    bed.hold_lease(&name, &pods1[0]).await?;
+    bed.wait_runtime("Provider", &rev1_name, "True").await?;
+    bed.wait_condition("Provider", &name, "Healthy", "True").await?;
+
+    // v2: its Deployment starts beside the old one and is not Available.
+    let source = bed.source(&name);
+    bed.push(
+        &provider_package(&group, json!({}), &[])?,
+        &format!("{source}:v2.0.0"),
+    )
+    .await?;
+    bed.set_package("Provider", &name, &format!("{source}:v2.0.0"))
+        .await?;
+    let rev2 = wait_for("the second revision", WAIT, || {
+        let (bed, name) = (&bed, name.clone());
+        async move {
+            let revs = bed.revisions("Provider", &name).await?;
+            Ok((revs.len() == 2).then(|| revs[1].clone()))
+        }
+    })
+    .await?;
+    let rev2_name = rev2["metadata"]["name"].as_str().context("name")?.to_string();
+    bed.wait_deployment(&rev2_name).await?;
+    let rev2 = bed.wait_runtime("Provider", &rev2_name, "False").await?;
+    let deployments: Api<Deployment> = bed.ns_api();
+    let old = deployments.get(&rev1_name).await?;
+    assert_eq!(
+        old.spec.as_ref().and_then(|s| s.replicas),
+        Some(2),
+        "the old Deployment runs on"
+    );
+    let revs = bed.revisions("Provider", &name).await?;
+    assert_eq!(
+        revs[0]["spec"]["desiredState"], "Active",
+        "the old revision stays active"
+    );
+    assert_eq!(rev2["spec"]["desiredState"], "Active");
+    let pkg = json(&bed.api("Provider").get(&name).await?);
+    assert_eq!(pkg["status"]["currentRevision"], rev2_name.as_str());
+
+    // v2's Pods become Ready: the old Deployment is scaled away first, and deleted only after a Pod of
+    // v2 holds the Lease.
+    let pods2 = bed.make_ready(&rev2_name, 2).await?;
+    let deadline = std::time::Instant::now() + WAIT;
+    let mut scaled_down = false;
+    let mut handed = false;
+    loop {
+        let old = deployments.get_opt(&rev1_name).await?;
+        let new_available = deployments
+            .get(&rev2_name)
+            .await?
+            .status
+            .and_then(|s| s.conditions)
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Available" && c.status == "True"));
+        match old {
+            Some(d) if d.spec.as_ref().and_then(|s| s.replicas) == Some(0) => {
+                assert!(
+                    new_available,
+                    "the old Deployment was scaled down before the new one was Available"
+                );
+                if !scaled_down {
+                    scaled_down = true;
+                    // The old leader released the Lease on its Pod's deletion; a standby of v2 takes it.
+                    bed.hold_lease(&name, &pods2[1]).await?;
+                    handed = true;
+                }
+            }
+            Some(_) => {}
+            None => {
+                assert!(
+                    new_available,
+                    "the old Deployment was deleted before the new one was Available"
+                );
+                break;
+            }
+        }
+        anyhow::ensure!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for the old Deployment to go (scaled down: {scaled_down})"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        scaled_down && handed,
+        "the old Deployment went through 0 replicas"
+    );
+    let revs = bed.revisions("Provider", &name).await?;
+    assert_eq!(revs[0]["spec"]["desiredState"], "Inactive");
+    assert!(deployments.get_opt(&rev2_name).await?.is_some());
+    bed.wait_condition("Provider", &name, "Healthy", "True").await?;
     Ok(())
 }

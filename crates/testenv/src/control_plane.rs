@@ -36,14 +36,16 @@ const STOP_GRACE: Duration = Duration::from_secs(15);
 /// release).
 const AUDIT_POLICY: &str = r#"{"apiVersion":"audit.k8s.io/v1","kind":"Policy","omitStages":[],"rules":[{"level":"Request","verbs":["create","update","patch"],"resources":[{"group":"coordination.k8s.io","resources":["leases"]},{"group":"","resources":["configmaps"]}]},{"level":"Metadata"}]}"#;
 
-/// The controllers every test bed runs: Crossplane's RBAC relies on ClusterRole aggregation.
-const CONTROLLERS: &str =
-    "garbage-collector-controller,namespace-controller,clusterrole-aggregation-controller";
+/// The controllers every test bed runs: Crossplane's RBAC relies on ClusterRole aggregation, and the
+/// package runtime on Deployments that roll out ReplicaSets and Pods and report `Available` (without a
+/// node the Pods stay Pending; a test can still mark them Ready).
+const CONTROLLERS: &str = "garbage-collector-controller,namespace-controller,clusterrole-aggregation-controller,\
+deployment-controller,replicaset-controller";
 
-/// The controllers a node's Deployments need besides [`CONTROLLERS`]: Deployments, ReplicaSets and
-/// PodDisruptionBudgets, the `kube-root-ca.crt` ConfigMap that projected tokens carry, each namespace's
-/// default ServiceAccount, the node's taints and the removal of orphaned Pods.
-const NODE_CONTROLLERS: &str = "deployment-controller,replicaset-controller,disruption-controller,\
+/// The controllers a node's Deployments need besides [`CONTROLLERS`]: PodDisruptionBudgets, the
+/// `kube-root-ca.crt` ConfigMap that projected tokens carry, each namespace's default ServiceAccount, the
+/// node's taints and the removal of orphaned Pods.
+const NODE_CONTROLLERS: &str = "disruption-controller,\
 root-ca-certificate-publisher-controller,serviceaccount-controller,node-lifecycle-controller,\
 pod-garbage-collector-controller,taint-eviction-controller";
 

@@ -72,25 +72,57 @@ impl Pki {
         function: &str,
         host: &str,
     ) -> Result<(), String> {
-        let api: Api<Secret> = Api::namespaced(client.clone(), ns);
         let name = format!("{function}-tls-server");
-        if api.get_opt(&name).await.map_err(|e| e.to_string())?.is_some() {
+        self.ensure(
+            client,
+            ns,
+            &name,
+            function,
+            &[host.to_owned()],
+            Usage::Server,
+            &[],
+        )
+        .await
+    }
+
+    /// Makes sure the Secret `ns/name` holds a certificate with common name `cn` for `names`, signed by
+    /// the CA (`tls.crt`, `tls.key`, `ca.crt`), owned by `owners`. An existing Secret is kept as it is:
+    /// the first writer wins, so replicas and controllers racing at start-up agree.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn ensure(
+        &self,
+        client: &kube::Client,
+        ns: &str,
+        name: &str,
+        cn: &str,
+        names: &[String],
+        usage: Usage,
+        owners: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference],
+    ) -> Result<(), String> {
+        let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+        if api
+            .get_opt(name)
+            .await
+            .map_err(|e| format!("cannot read Secret {ns}/{name}: {}", crate::error::explain(&e)))?
+            .is_some()
+        {
             return Ok(());
         }
-        let issued = self
-            .ca
-            .issue(function, &[host.to_owned()], Usage::Server)
-            .map_err(|e| e.to_string())?;
+        let issued = self.ca.issue(cn, names, usage).map_err(|e| e.to_string())?;
         let d = [
             ("tls.crt".to_owned(), issued.cert_pem.into_bytes()),
             ("tls.key".to_owned(), issued.key_pem.into_bytes()),
             ("ca.crt".to_owned(), self.ca.cert_pem().as_bytes().to_vec()),
         ]
         .into();
-        pki::secret::create_or_get(&api, &pki::secret::tls(ns, &name, d))
+        let mut secret = pki::secret::tls(ns, name, d);
+        if !owners.is_empty() {
+            secret.metadata.owner_references = Some(owners.to_vec());
+        }
+        pki::secret::create_or_get(&api, &secret)
             .await
             .map(|_| ())
-            .map_err(|e| format!("cannot create Secret {name}: {}", crate::error::explain(&e)))
+            .map_err(|e| format!("cannot create Secret {ns}/{name}: {}", crate::error::explain(&e)))
     }
 }
 

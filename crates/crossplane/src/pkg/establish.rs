@@ -5,8 +5,10 @@
 //! written for real, so a package with one bad object installs nothing. Each object gets the
 //! controller reference to the active revision and a plain owner reference to its package. An object
 //! that another package's revision (or anything else that is not this package) controls is a conflict,
-//! reported in words; one that a sibling revision of the same package controls is taken over, which
-//! is how an upgrade moves its CRDs to the new revision.
+//! reported in words; one that an older sibling revision of the same package controls is taken over,
+//! which is how an upgrade moves its CRDs to the new revision. One that a newer sibling controls is
+//! left alone: while an upgrade overlaps, the old revision stays Active until the new one is healthy,
+//! and must not write its older objects back.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DynamicObject, Patch, PatchParams};
@@ -105,6 +107,7 @@ pub async fn establish(
     let revs: Api<DynamicObject> = Api::all_with(client.clone(), &kind.revision());
     let package = package_owner.name.clone();
     let mut planned = Vec::new();
+    let mut skipped = Vec::new();
     for install in objects {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &install.api);
         let existing = api.get_opt(&install.name).await.map_err(|e| {
@@ -118,15 +121,28 @@ pub async fn establish(
         if let Some(existing) = &existing {
             let theirs = existing.owner_references();
             if let Some(c) = controller_of(theirs).filter(|c| c.uid != rev_owner.uid) {
-                let sibling = if c.kind == kind.revision().kind {
-                    revs.get_opt(&c.name)
-                        .await
-                        .ok()
-                        .flatten()
-                        .and_then(|r| r.labels().get(apis::pkg::LABEL_PACKAGE).cloned())
+                let controller_rev = if c.kind == kind.revision().kind {
+                    revs.get_opt(&c.name).await.ok().flatten()
                 } else {
                     None
                 };
+                let sibling = controller_rev
+                    .as_ref()
+                    .and_then(|r| r.labels().get(apis::pkg::LABEL_PACKAGE).cloned());
+                let number = |r: &DynamicObject| r.data.pointer("/spec/revision").and_then(Value::as_i64);
+                if sibling.as_deref() == Some(package.as_str())
+                    && controller_rev.as_ref().and_then(number) > number(rev)
+                {
+                    // A newer revision of the package has taken it over (both are Active while an
+                    // upgrade overlaps): leave it as the newer one wrote it.
+                    skipped.push(json!({
+                        "apiVersion": install.api.api_version,
+                        "kind": install.api.kind,
+                        "name": install.name,
+                        "uid": existing.uid(),
+                    }));
+                    continue;
+                }
                 if sibling.as_deref() != Some(package.as_str()) {
                     return Err(Conflict {
                         object: install.describe(),
@@ -166,7 +182,7 @@ pub async fn establish(
                 )
             })?;
     }
-    let mut refs = Vec::new();
+    let mut refs = skipped;
     for (install, api, desired) in &planned {
         let written = api
             .patch(&install.name, &pp, &Patch::Apply(desired))

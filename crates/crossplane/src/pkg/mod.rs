@@ -5,8 +5,9 @@
 //! revision), [`revision`] (a revision's fetch, checks and install), [`establish`] (installing objects
 //! with a dry run first and controller references), [`resolver`] (dependencies through the Lock),
 //! [`constraint`] (semver constraints as packages write them), [`fetch`] (the registry fetch with pull
-//! secrets) and [`object`] (dynamic-object helpers). Every controller runs under the core's Lease,
-//! started by [`run`] as one gated runnable.
+//! secrets), [`object`] (dynamic-object helpers) and [`runtime`] (each active Provider and Function
+//! revision as a Deployment, HA by default, and the upgrade's handover). Every controller runs under
+//! the core's Lease, started by [`run`] as one gated runnable.
 
 pub mod constraint;
 pub mod establish;
@@ -16,6 +17,7 @@ pub mod manager;
 pub mod object;
 pub mod resolver;
 pub mod revision;
+pub mod runtime;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,6 +47,10 @@ pub struct Ctx {
     /// Whether this core runs package runtimes, so Providers and Functions are healthy only with a
     /// healthy runtime.
     pub runtime: bool,
+    /// The core's namespace, where runtimes run.
+    pub namespace: String,
+    /// The core's CA, loaded on first use by the runtime.
+    pub pki: tokio::sync::OnceCell<crate::composite::pki::Pki>,
 }
 
 /// How the package manager runs.
@@ -101,6 +107,8 @@ pub async fn run(ctx: TermContext, options: Options) -> Result<(), BoxError> {
         client: client.clone(),
         source: Source::new(&options.user_agent, &options.namespace)?,
         runtime: options.runtime,
+        namespace: options.namespace.clone(),
+        pki: tokio::sync::OnceCell::new(),
     });
     let mut wc = watcher::Config::default();
     if let Some(s) = &options.selector {
@@ -141,6 +149,56 @@ pub async fn run(ctx: TermContext, options: Options) -> Result<(), BoxError> {
                 .run(&token, move |o, c| revision::reconcile(kind, o, c), c)
                 .await;
         }));
+    }
+    if options.runtime {
+        for kind in Kind::ALL.into_iter().filter(|k| k.has_runtime()) {
+            let revs: Api<DynamicObject> = Api::all_with(client.clone(), &kind.revision());
+            let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+                Api::namespaced(client.clone(), &options.namespace);
+            // A revision is cluster-scoped and its Deployment namespaced: map the controller
+            // reference to the revision's own (namespace-less) reference, which `owns` would not.
+            let ar = kind.revision();
+            let controller = Controller::new_with(revs, wc.clone(), kind.revision()).watches(
+                deployments,
+                watcher::Config::default(),
+                move |d: k8s_openapi::api::apps::v1::Deployment| {
+                    use kube::ResourceExt;
+                    d.owner_references()
+                        .iter()
+                        .filter(|o| o.controller == Some(true) && o.kind == ar.kind)
+                        .map(|o| kube::runtime::reflector::ObjectRef::new_with(&o.name, ar.clone()))
+                        .collect::<Vec<_>>()
+                },
+            );
+            // A changed DeploymentRuntimeConfig rebuilds the runtimes of the revisions naming it.
+            let store = controller.store();
+            let ar = kind.revision();
+            let controller = controller.watches(
+                Api::<apis::pkg::DeploymentRuntimeConfig>::all(client.clone()),
+                watcher::Config::default(),
+                move |drc| {
+                    use kube::ResourceExt;
+                    let name = drc.name_any();
+                    store
+                        .state()
+                        .into_iter()
+                        .filter(|r| runtime::runtime_config_name(r) == name)
+                        .map(|r| kube::runtime::reflector::ObjectRef::from_obj_with(r.as_ref(), ar.clone()))
+                        .collect::<Vec<_>>()
+                },
+            );
+            let name = format!("packageruntimes/{}.pkg.crossplane.io", kind.name().to_lowercase());
+            let token = ctx.token().clone();
+            let metrics = options.metrics.clone();
+            let c = shared.clone();
+            tasks.push(tokio::spawn(async move {
+                ControllerBuilder::new(name, controller)
+                    .timeout(Duration::from_secs(60))
+                    .metrics(&metrics)
+                    .run(&token, move |o, c| runtime::reconcile(kind, o, c), c)
+                    .await;
+            }));
+        }
     }
     for t in tasks {
         let _ = t.await;
@@ -199,5 +257,6 @@ pub fn rbac_needs() -> Vec<::manager::controller::rbac::Rule> {
         OWN,
     ));
     rules.push(Rule::plural("", "secrets", &[""], READ));
+    rules.extend(runtime::rbac_needs());
     rules
 }

@@ -56,12 +56,14 @@ pub async fn patch_status(
     if let Some(m) = status.as_object_mut() {
         m.insert("conditions".into(), serde_json::to_value(&conds)?);
     }
-    api.patch_status(
-        &obj.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&json!({ "status": status })),
-    )
-    .await?;
+    // The resourceVersion makes the write conditional: the revision and runtime controllers both
+    // write a revision's conditions, and neither may drop what the other wrote (a 409 is retried).
+    let mut patch = json!({ "status": status });
+    if let Some(rv) = obj.resource_version() {
+        patch["metadata"] = json!({ "resourceVersion": rv });
+    }
+    api.patch_status(&obj.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
     Ok(())
 }
 

@@ -42,8 +42,9 @@ pub struct Args {
     #[arg(long, env = "POD_NAMESPACE")]
     pub leader_election_namespace: Option<String>,
 
-    /// Name of the Lease.
-    #[arg(long)]
+    /// Name of the Lease (env `LEADER_ELECTION_ID`, which the core's package runtime sets so that every
+    /// revision of one package stands for the same Lease).
+    #[arg(long, env = "LEADER_ELECTION_ID")]
     pub leader_election_id: Option<String>,
 
     /// This replica's identity in the Lease. Defaults to env POD_NAME, else `<hostname>_<uuid>`.

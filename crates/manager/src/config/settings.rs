@@ -310,6 +310,7 @@ mod tests {
         assert_eq!(env("leader_election").as_deref(), Some("LEADER_ELECTION"));
         assert_eq!(env("leader_election_namespace").as_deref(), Some("POD_NAMESPACE"));
         assert_eq!(env("leader_election_identity").as_deref(), Some("POD_NAME"));
+        assert_eq!(env("leader_election_id").as_deref(), Some("LEADER_ELECTION_ID"));
     }
 
     fn resolve(args: &[&str]) -> Result<Settings, UsageError> {
