@@ -54,6 +54,14 @@ pub enum Error {
     /// The harness could not be built.
     #[error("building the Go harness: {0}")]
     Build(String),
+    /// A Go peer (`tests/peers`) could not be built.
+    #[error("building {peer} (tests/peers): {message}")]
+    PeerBuild {
+        /// Which peer.
+        peer: &'static str,
+        /// What failed, and what to do.
+        message: String,
+    },
     /// A state or audit file did not parse.
     #[error("{context}: {path}: {source}")]
     Parse {

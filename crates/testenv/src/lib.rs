@@ -34,6 +34,7 @@ pub mod helm;
 mod kubeconfig;
 pub mod kubectl;
 pub mod node;
+pub mod peers;
 mod ports;
 mod registry;
 pub use ports::{free_port, http_get};
