@@ -271,6 +271,8 @@ fn start_core(cluster: &testenv::Cluster, core: &Path, logs: &Path) -> anyhow::R
         .args(["core", "start", "--kubeconfig"])
         .arg(cluster.kubeconfig())
         .args(["--metrics-bind-address", "0", "--health-probe-bind-address", "0"])
+        // The bench runs its function itself (a development runtime), so no package runtime.
+        .args(["--package-runtime", "External"])
         .env_remove("LEADER_ELECTION")
         .env_remove("KUBECONFIG")
         .env("RUST_LOG", "info")
@@ -306,7 +308,7 @@ async fn install_pipeline(client: &kube::Client, group: &str, address: &str) -> 
         json!({"apiVersion": "pkg.crossplane.io/v1", "kind": "Function",
         "metadata": {"name": "function-sdk", "annotations": {"render.crossplane.io/runtime": "Development",
             "render.crossplane.io/runtime-development-target": address}},
-        "spec": {"package": "unused"}}),
+        "spec": {"package": "xpkg.crossplane.io/crossplane-rs/function-sdk:v0.0.0"}}),
     )
     .await?;
     let comps: Api<DynamicObject> = Api::all_with(
