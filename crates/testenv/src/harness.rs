@@ -102,21 +102,9 @@ pub fn ensure_built(target_dir: &Path, mut progress: impl FnMut(&str)) -> Result
         .stderr(Stdio::piped())
         .spawn()
         .map_err(Error::io("starting `go build`", source_dir()))?;
-    let mut errors = Vec::new();
-    let mut packages = 0usize;
-    if let Some(stderr) = child.stderr.take() {
-        for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
-            // `go build -v` names each package as it compiles it; anything with a colon or a `#` is a message.
-            if line.starts_with('#') || line.contains(": ") || line.starts_with("go: ") {
-                errors.push(line);
-                continue;
-            }
-            packages += 1;
-            if packages.is_multiple_of(100) {
-                progress(&format!("compiled {packages} packages, now {line}"));
-            }
-        }
-    }
+    let (packages, errors) = follow_go_build(child.stderr.take(), |n, line| {
+        progress(&format!("compiled {n} packages, now {line}"));
+    });
     let status = child
         .wait()
         .map_err(Error::io("waiting for `go build`", source_dir()))?;
@@ -129,6 +117,31 @@ pub fn ensure_built(target_dir: &Path, mut progress: impl FnMut(&str)) -> Result
     std::fs::rename(&tmp, &binary).map_err(Error::io("installing the harness binary", &binary))?;
     progress(&format!("built the harness ({packages} packages compiled)"));
     Ok(binary)
+}
+
+/// Reads the stderr of `go build -v`: it names each package as it compiles it, and anything else (a
+/// line with `: `, one starting with `#` or `go: `) is a message. Calls `every_hundred` with the count
+/// and the package at every hundredth package; returns the count and the messages, for an error.
+pub(crate) fn follow_go_build(
+    stderr: Option<impl std::io::Read>,
+    mut every_hundred: impl FnMut(usize, &str),
+) -> (usize, Vec<String>) {
+    let mut errors = Vec::new();
+    let mut packages = 0usize;
+    let Some(stderr) = stderr else {
+        return (packages, errors);
+    };
+    for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
+        if line.starts_with('#') || line.contains(": ") || line.starts_with("go: ") {
+            errors.push(line);
+            continue;
+        }
+        packages += 1;
+        if packages.is_multiple_of(100) {
+            every_hundred(packages, &line);
+        }
+    }
+    (packages, errors)
 }
 
 /// Returns client-go's lease candidate built on its own (`-tags candidateonly`): the code of
@@ -172,4 +185,33 @@ fn build_tagged(binary: &Path, tag: &str) -> Result<PathBuf> {
     }
     std::fs::rename(&tmp, binary).map_err(Error::io("installing a harness binary", binary))?;
     Ok(binary.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::follow_go_build;
+
+    #[test]
+    fn go_build_output_counts_packages_and_keeps_the_messages() {
+        let mut out = String::new();
+        for i in 0..250 {
+            out.push_str(&format!("example.org/pkg{i}\n"));
+        }
+        out.push_str("# example.org/broken\n./main.go:3:1: syntax error\ngo: downloading x v1\n");
+        let mut ticks = Vec::new();
+        let (packages, errors) = follow_go_build(Some(out.as_bytes()), |n, line| {
+            ticks.push((n, line.to_owned()));
+        });
+        assert_eq!(packages, 250);
+        assert_eq!(
+            ticks,
+            vec![
+                (100, "example.org/pkg99".to_owned()),
+                (200, "example.org/pkg199".to_owned())
+            ]
+        );
+        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert!(errors[1].contains("syntax error"));
+        assert_eq!(follow_go_build(None::<&[u8]>, |_, _| {}), (0, Vec::new()));
+    }
 }

@@ -19,7 +19,6 @@
 //! host changes).
 
 use std::{
-    io::{BufRead, BufReader},
     path::{Path, PathBuf},
     process::{Command, Stdio},
 };
@@ -267,21 +266,9 @@ fn go_build(
                 dir.display()
             ),
         })?;
-    let mut errors = Vec::new();
-    let mut packages = 0usize;
-    if let Some(stderr) = child.stderr.take() {
-        for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
-            // `go build -v` names each package as it compiles it; anything else is a message.
-            if line.starts_with('#') || line.contains(": ") || line.starts_with("go: ") {
-                errors.push(line);
-                continue;
-            }
-            packages += 1;
-            if packages.is_multiple_of(100) {
-                progress(&format!("{peer}: compiled {packages} packages, now {line}"));
-            }
-        }
-    }
+    let (packages, errors) = crate::harness::follow_go_build(child.stderr.take(), |n, line| {
+        progress(&format!("{peer}: compiled {n} packages, now {line}"));
+    });
     let status = child.wait().map_err(|e| Error::PeerBuild {
         peer,
         message: format!("waiting for `go build`: {e}"),
