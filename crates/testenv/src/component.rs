@@ -6,10 +6,9 @@
 //! names this test bed's harness and directory, so that a recycled PID is never touched.
 
 use std::{
-    fs::OpenOptions,
     os::unix::process::CommandExt,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::Command,
     time::{Duration, Instant},
 };
 
@@ -18,7 +17,10 @@ use nix::{
     unistd::Pid,
 };
 
-use crate::{Error, Result};
+use crate::{
+    Error, Result,
+    process::{Output, Process},
+};
 
 /// The environment variable with which the harness is told to exit when its parent exits.
 const ENV_PARENT_PID: &str = "HARNESS_PARENT_PID";
@@ -30,7 +32,7 @@ pub struct Component {
     program: PathBuf,
     args: Vec<String>,
     log: PathBuf,
-    child: Option<Child>,
+    process: Option<Process>,
     /// The PID of a process started by another process (see the module docs).
     adopted: Option<u32>,
     tie_to_parent: bool,
@@ -43,7 +45,7 @@ impl Component {
             program: program.to_path_buf(),
             args,
             log,
-            child: None,
+            process: None,
             adopted: None,
             tie_to_parent: true,
         }
@@ -58,6 +60,9 @@ impl Component {
     /// Lets the process outlive this one (for `cargo xtask control-plane up`).
     pub(crate) fn detach_from_parent(&mut self) {
         self.tie_to_parent = false;
+        if let Some(p) = self.process.as_mut() {
+            p.detach();
+        }
     }
 
     /// The component's name.
@@ -72,7 +77,7 @@ impl Component {
 
     /// Its PID, while it runs.
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id).or(self.adopted)
+        self.process.as_ref().map(Process::pid).or(self.adopted)
     }
 
     /// Starts the process. It is an error to start a running component.
@@ -80,36 +85,25 @@ impl Component {
         if self.is_running() {
             return Err(self.error("already running"));
         }
-        let log = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .map_err(Error::io("opening a component log", &self.log))?;
-        let err = log
-            .try_clone()
-            .map_err(Error::io("opening a component log", &self.log))?;
         let mut cmd = Command::new(&self.program);
-        cmd.args(&self.args)
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(err)
-            // Its own process group: a Ctrl-C in the terminal reaches xtask, which stops it in order.
-            .process_group(0);
+        // Its own process group: a Ctrl-C in the terminal reaches xtask, which stops it in order.
+        cmd.args(&self.args).process_group(0);
         if self.tie_to_parent {
             cmd.env(ENV_PARENT_PID, std::process::id().to_string());
         }
-        let child = cmd
-            .spawn()
-            .map_err(Error::io("starting a component", &self.program))?;
-        self.child = Some(child);
+        let mut process = Process::spawn(&self.name, cmd, &self.log, Output::AppendLog)?;
+        if !self.tie_to_parent {
+            process.detach();
+        }
+        self.process = Some(process);
         self.adopted = None;
         Ok(())
     }
 
     /// Whether the process is alive (a paused process is alive).
     pub fn is_running(&mut self) -> bool {
-        if let Some(child) = self.child.as_mut() {
-            return matches!(child.try_wait(), Ok(None));
+        if let Some(p) = self.process.as_mut() {
+            return p.is_running();
         }
         match self.adopted {
             Some(pid) => self.owns(pid),
@@ -129,21 +123,33 @@ impl Component {
 
     /// Sends SIGKILL and reaps the process.
     pub fn kill(&mut self) -> Result<()> {
+        if let Some(p) = self.process.as_mut() {
+            if !p.is_running() {
+                return Err(self.error("cannot send SIGKILL: the process has exited"));
+            }
+            p.kill();
+            self.process = None;
+            return Ok(());
+        }
         self.signal(Signal::SIGKILL)?;
-        self.wait_exit(Duration::from_secs(10))
+        self.wait_adopted(Duration::from_secs(10))
     }
 
     /// Sends SIGTERM (and SIGCONT, in case it is paused) and waits up to `grace` for it to exit, then kills it.
     pub fn stop(&mut self, grace: Duration) -> Result<()> {
+        if let Some(mut p) = self.process.take() {
+            p.stop(grace);
+            return Ok(());
+        }
         if !self.is_running() {
-            self.child = None;
             self.adopted = None;
             return Ok(());
         }
         self.signal(Signal::SIGTERM)?;
         let _ = self.signal(Signal::SIGCONT);
-        if self.wait_exit(grace).is_err() {
-            self.kill()?;
+        if self.wait_adopted(grace).is_err() {
+            self.signal(Signal::SIGKILL)?;
+            self.wait_adopted(Duration::from_secs(10))?;
         }
         Ok(())
     }
@@ -155,40 +161,31 @@ impl Component {
     }
 
     fn signal(&mut self, sig: Signal) -> Result<()> {
-        let child_pid = self
-            .child
-            .as_mut()
-            .map(|child| matches!(child.try_wait(), Ok(None)).then(|| child.id()));
-        let pid = match (child_pid, self.adopted) {
-            (Some(Some(pid)), _) => pid,
-            (Some(None), _) => return Err(self.error(&format!("cannot send {sig}: the process has exited"))),
-            (None, Some(pid)) if self.owns(pid) => pid,
+        if let Some(p) = self.process.as_mut() {
+            return p.signal(sig);
+        }
+        let pid = match self.adopted {
+            Some(pid) if self.owns(pid) => pid,
             _ => return Err(self.error(&format!("cannot send {sig}: not running"))),
         };
         let raw = i32::try_from(pid).map_err(|_| self.error("PID out of range"))?;
         kill(Pid::from_raw(raw), sig).map_err(|e| self.error(&format!("sending {sig}: {e}")))
     }
 
-    fn wait_exit(&mut self, timeout: Duration) -> Result<()> {
+    /// Waits for an adopted process (not our child, so it cannot be reaped) to be gone.
+    fn wait_adopted(&mut self, timeout: Duration) -> Result<()> {
         let start = Instant::now();
-        loop {
-            let exited = match self.child.as_mut() {
-                Some(child) => !matches!(child.try_wait(), Ok(None)),
-                None => match self.adopted {
-                    Some(pid) => !self.owns(pid),
-                    None => true,
-                },
-            };
-            if exited {
-                self.child = None;
+        while let Some(pid) = self.adopted {
+            if !self.owns(pid) {
                 self.adopted = None;
-                return Ok(());
+                break;
             }
             if start.elapsed() > timeout {
                 return Err(self.error(&format!("did not exit within {timeout:?}")));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+        Ok(())
     }
 
     /// Whether `pid` is alive and is this component's harness process (its command line names the
@@ -215,17 +212,6 @@ impl Component {
             component: self.name.clone(),
             message: message.to_string(),
             log: self.log.clone(),
-        }
-    }
-}
-
-impl Drop for Component {
-    fn drop(&mut self) {
-        if let Some(child) = self.child.as_mut()
-            && self.tie_to_parent
-        {
-            let _ = child.kill();
-            let _ = child.wait();
         }
     }
 }

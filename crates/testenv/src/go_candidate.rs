@@ -6,25 +6,27 @@
 //! with [`monotonic_ns`] in this process.
 
 use std::{
+    io::{BufRead, BufReader},
     path::PathBuf,
-    process::Stdio,
-    sync::{Arc, Mutex},
+    process::{Command, Stdio},
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
     time::Duration,
 };
 
 use nix::{
-    sys::signal::{Signal, kill},
+    sys::signal::Signal,
     time::{ClockId, clock_gettime},
-    unistd::Pid,
 };
 use serde::Deserialize;
-use tokio::{
-    io::{AsyncBufReadExt, BufReader},
-    process::{Child, Command},
-    sync::Notify,
+use tokio::sync::Notify;
+
+use crate::{
+    Cluster, Error, Result,
+    process::{Output, Process},
 };
 
-use crate::{Cluster, Error, Result};
+/// How long [`GoCandidate::wait`] waits for the candidate to exit.
+const EXIT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// One line printed by the candidate.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -83,7 +85,7 @@ impl CandidateOptions {
 #[derive(Debug)]
 pub struct GoCandidate {
     identity: String,
-    child: Child,
+    process: Mutex<Process>,
     events: Arc<Mutex<Vec<CandidateEvent>>>,
     changed: Arc<Notify>,
 }
@@ -108,8 +110,8 @@ impl GoCandidate {
             .kubeconfig
             .clone()
             .unwrap_or_else(|| cluster.admin_kubeconfig.clone());
-        let mut child = Command::new(program)
-            .args(leading_args)
+        let mut cmd = Command::new(program);
+        cmd.args(leading_args)
             .arg(format!("--kubeconfig={}", kubeconfig.display()))
             .arg(format!("--namespace={}", opts.namespace))
             .arg(format!("--name={}", opts.name))
@@ -119,19 +121,18 @@ impl GoCandidate {
             .arg(format!("--retry-period={}", go(opts.retry_period)))
             .arg(format!("--release-on-cancel={}", opts.release_on_cancel))
             .env("HARNESS_PARENT_PID", std::process::id().to_string())
-            .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(Error::io("starting a lease candidate", program))?;
+            .stderr(Stdio::null());
+        let name = format!("lease-candidate {}", opts.identity);
+        let mut process = Process::spawn(&name, cmd, program, Output::AsConfigured)?;
         let events = Arc::new(Mutex::new(Vec::new()));
         let changed = Arc::new(Notify::new());
-        if let Some(stdout) = child.stdout.take() {
+        if let Some(stdout) = process.take_stdout() {
             let (events, changed) = (events.clone(), changed.clone());
-            tokio::spawn(async move {
-                let mut lines = BufReader::new(stdout).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
+            // A thread of its own, so that events arrive while the test's runtime is busy or blocked.
+            std::thread::spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
                     if let Ok(ev) = serde_json::from_str::<CandidateEvent>(&line)
                         && let Ok(mut list) = events.lock()
                     {
@@ -144,7 +145,7 @@ impl GoCandidate {
         }
         Ok(GoCandidate {
             identity: opts.identity.clone(),
-            child,
+            process: Mutex::new(process),
             events,
             changed,
         })
@@ -213,21 +214,16 @@ impl GoCandidate {
 
     /// Waits for the process to exit and returns its exit code (None if killed by a signal).
     pub async fn wait(&mut self) -> Result<Option<i32>> {
-        let status = self.child.wait().await.map_err(Error::io(
-            "waiting for the client-go candidate",
-            "lease-candidate",
-        ))?;
-        Ok(status.code())
+        let process = self.process.get_mut().unwrap_or_else(PoisonError::into_inner);
+        Ok(process.wait_exit_async(EXIT_TIMEOUT).await?.code())
+    }
+
+    fn process(&self) -> MutexGuard<'_, Process> {
+        self.process.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn signal(&self, sig: Signal) -> Result<()> {
-        let pid = self.child.id().ok_or_else(|| Error::Component {
-            component: format!("lease-candidate {}", self.identity),
-            message: format!("cannot send {sig}: it has exited"),
-            log: PathBuf::new(),
-        })?;
-        let raw = i32::try_from(pid).map_err(|_| Error::Unexpected("PID out of range".into()))?;
-        kill(Pid::from_raw(raw), sig).map_err(|e| Error::Unexpected(format!("sending {sig}: {e}")))
+        self.process().signal(sig)
     }
 }
 

@@ -39,6 +39,7 @@ mod ports;
 mod registry;
 pub use ports::{free_port, http_get};
 pub mod postgres;
+pub mod process;
 pub mod support;
 pub mod workload;
 

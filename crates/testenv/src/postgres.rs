@@ -13,11 +13,14 @@
 //! directory named by the environment variable [`ENV_PG_BIN`].
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::{Error, Result};
+use crate::{
+    Error, Result,
+    process::{Output, Process},
+};
 
 /// Overrides the directory of the PostgreSQL binaries.
 pub const ENV_PG_BIN: &str = "CROSSPLANE_RS_PG_BIN";
@@ -36,7 +39,7 @@ pub struct Postgres {
     port: u16,
     password: String,
     as_postgres_user: bool,
-    child: Mutex<Option<Child>>,
+    child: Mutex<Option<Process>>,
 }
 
 /// The directory holding `initdb`, `postgres` and `psql`.
@@ -201,7 +204,7 @@ impl Postgres {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         match guard.as_mut() {
-            Some(c) => matches!(c.try_wait(), Ok(None)),
+            Some(c) => c.is_running(),
             None => false,
         }
     }
@@ -209,14 +212,6 @@ impl Postgres {
     fn start_server(&self) -> Result<()> {
         let log = self.log_path();
         let before = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
-        let out = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .map_err(Error::io("opening the PostgreSQL log", &log))?;
-        let err = out
-            .try_clone()
-            .map_err(Error::io("opening the PostgreSQL log", &log))?;
         let data = self.base.join("data");
         let mut cmd = Self::command(&self.bin, "postgres", self.as_postgres_user);
         cmd.arg("-D")
@@ -230,11 +225,8 @@ impl Postgres {
             .arg("-c")
             .arg(format!("log_line_prefix={LOG_LINE_PREFIX}"))
             .args(["-c", "log_statement=ddl", "-c", "log_connections=on"])
-            .args(["-c", "fsync=off", "-c", "max_connections=300"])
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err);
-        let child = cmd.spawn().map_err(Error::io("starting postgres", &self.bin))?;
+            .args(["-c", "fsync=off", "-c", "max_connections=300"]);
+        let child = Process::spawn("postgres", cmd, &log, Output::AppendLog)?;
         *self
             .child
             .lock()
@@ -272,21 +264,8 @@ impl Postgres {
         let Some(mut child) = guard.take() else {
             return Ok(());
         };
-        if let Ok(pid) = i32::try_from(child.id()) {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGINT);
-        }
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            match child.try_wait() {
-                Ok(Some(_)) | Err(_) => return Ok(()),
-                Ok(None) if Instant::now() > deadline => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Ok(());
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(50)),
-            }
-        }
+        child.stop_with(nix::sys::signal::Signal::SIGINT, Duration::from_secs(20));
+        Ok(())
     }
 
     /// Starts the server again after [`stop`](Self::stop), on the same port and data.

@@ -7,7 +7,7 @@
 use std::{
     future::Future,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::Command,
     time::Duration,
 };
 
@@ -16,9 +16,6 @@ use kube::{
     Api, Client,
     api::{Patch, PatchParams},
 };
-
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 
 use crate::{Cluster, Error, Result};
 
@@ -109,8 +106,8 @@ pub async fn install_crds(client: &Client, crds: &[CustomResourceDefinition]) ->
 /// A controller binary run as one replica, killed when dropped.
 #[derive(Debug)]
 pub struct Process {
-    /// The child process.
-    pub child: Child,
+    /// The process.
+    pub process: crate::process::Process,
     /// Its identity (`POD_NAME`).
     pub identity: String,
     /// Its log file (stdout and stderr).
@@ -120,25 +117,20 @@ pub struct Process {
 impl Process {
     /// Starts `binary` with `args` as replica `identity`, logging to `<dir>/<identity>.log`.
     pub fn start(binary: impl AsRef<Path>, dir: &Path, identity: &str, args: &[String]) -> Result<Self> {
-        let binary = binary.as_ref();
-        std::fs::create_dir_all(dir).map_err(Error::io("creating a log directory", dir))?;
         let log = dir.join(format!("{identity}.log"));
-        let out = std::fs::File::create(&log).map_err(Error::io("creating a replica log", &log))?;
-        let err = out
-            .try_clone()
-            .map_err(Error::io("opening a replica log", &log))?;
-        let child = Command::new(binary)
-            .args(args)
+        let mut cmd = Command::new(binary.as_ref());
+        cmd.args(args)
             .env_remove("KUBECONFIG")
             .env_remove("POD_NAMESPACE")
-            .env("POD_NAME", identity)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .map_err(Error::io("starting a replica", binary))?;
+            .env("POD_NAME", identity);
+        let process = crate::process::Process::spawn(
+            &format!("replica {identity}"),
+            cmd,
+            &log,
+            crate::process::Output::Log,
+        )?;
         Ok(Self {
-            child,
+            process,
             identity: identity.to_owned(),
             log,
         })
@@ -146,46 +138,32 @@ impl Process {
 
     /// The process id.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.process.pid()
     }
 
     /// The log so far.
     pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.process.log_text()
+    }
+
+    /// Whether it is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.process.is_running()
     }
 
     /// Sends SIGSTOP: the replica freezes, its sockets stay open and unanswered.
     pub fn pause(&mut self) -> Result<()> {
-        self.signal(Signal::SIGSTOP)
+        self.process.pause()
     }
 
     /// Sends SIGCONT after [`Process::pause`].
     pub fn resume(&mut self) -> Result<()> {
-        self.signal(Signal::SIGCONT)
-    }
-
-    fn signal(&mut self, sig: Signal) -> Result<()> {
-        if !matches!(self.child.try_wait(), Ok(None)) {
-            return Err(Error::Unexpected(format!(
-                "cannot send {sig} to replica {}: it has exited; see {}",
-                self.identity,
-                self.log.display()
-            )));
-        }
-        let raw = i32::try_from(self.child.id()).map_err(|_| Error::Unexpected("PID out of range".into()))?;
-        kill(Pid::from_raw(raw), sig).map_err(|e| Error::Unexpected(format!("sending {sig}: {e}")))
+        self.process.resume()
     }
 
     /// Kills it at once (SIGKILL) and reaps it.
     pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        self.kill();
+        self.process.kill();
     }
 }
 

@@ -10,7 +10,7 @@
 
 use std::{
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
@@ -20,14 +20,12 @@ use kube::{
     Api, Client,
     api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams},
 };
-use nix::{
-    sys::signal::{Signal, kill},
-    unistd::Pid,
-};
+use nix::sys::signal::Signal;
 use testenv::{
     ControlPlane, free_port, http_get, kubectl,
     peers::{self, CORE_LEASE, PROVIDER_NOP_LEASE, Peers},
-    support::{Process, cluster, eventually},
+    process::{Output, Process},
+    support::{Process as Replica, cluster, eventually},
 };
 
 fn built() -> Result<Peers> {
@@ -113,26 +111,6 @@ async fn wait_holder(
     }
 }
 
-fn sigterm(pid: u32) -> Result<()> {
-    let raw = i32::try_from(pid).context("PID out of range")?;
-    kill(Pid::from_raw(raw), Signal::SIGTERM).context("sending SIGTERM")
-}
-
-/// Waits until `child` exits; returns its exit code.
-async fn wait_exit(child: &mut Child, what: &str, timeout: Duration) -> Result<Option<i32>> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(status) = child.try_wait()? {
-            return Ok(status.code());
-        }
-        ensure!(
-            Instant::now() < deadline,
-            "{what} did not exit within {timeout:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 fn nop_api(client: &Client) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("nop.crossplane.io", "v1alpha1", "NopResource");
     Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk))
@@ -189,7 +167,7 @@ async fn provider_nop_go_leads_reconciles_and_hands_over() -> Result<()> {
         ]
         .map(String::from)
         .to_vec();
-        replicas.push(Process::start(&binary, &dir, &format!("{ns}-{id}"), &args)?);
+        replicas.push(Replica::start(&binary, &dir, &format!("{ns}-{id}"), &args)?);
     }
     let ids: Vec<String> = replicas.iter().map(|p| p.identity.clone()).collect();
     let (leader_id, _, held) = wait_holder(&client, &ns, PROVIDER_NOP_LEASE, Duration::from_secs(60), |h| {
@@ -249,17 +227,16 @@ async fn provider_nop_go_leads_reconciles_and_hands_over() -> Result<()> {
     // SIGTERM the leader; controller-runtime's default keeps the Lease until it expires (15 s).
     let sent_wall = jiff::Timestamp::now();
     let sent = Instant::now();
-    sigterm(replicas[leader].pid())?;
+    replicas[leader].process.signal(Signal::SIGTERM)?;
     let (_, acquired, seen) = wait_holder(&client, &ns, PROVIDER_NOP_LEASE, Duration::from_secs(60), |h| {
         h == ids[standby]
     })
     .await?;
-    let code = wait_exit(
-        &mut replicas[leader].child,
-        "the old leader",
-        Duration::from_secs(30),
-    )
-    .await?;
+    let code = replicas[leader]
+        .process
+        .wait_exit_async(Duration::from_secs(30))
+        .await?
+        .code();
     eprintln!(
         "provider-nop-go: handover on SIGTERM {} ms (seen), {} (by acquireTime); old leader exited {code:?}",
         (seen - sent).as_millis(),
@@ -298,48 +275,37 @@ async fn provider_nop_go_leads_reconciles_and_hands_over() -> Result<()> {
 
 /// A peer process started with [`peers::in_pod_command`], killed when dropped.
 struct Peer {
-    child: Child,
+    process: Process,
     hostname: String,
     log: PathBuf,
     health: u16,
 }
 
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn start_core(peers: &Peers, kubeconfig: &Path, ns: &str, hostname: &str, dir: &Path) -> Result<Peer> {
     let log = dir.join(format!("{hostname}.log"));
-    let out = std::fs::File::create(&log)?;
     let health = free_port()?;
-    let child = peers::in_pod_command(&peers.crossplane, ns, hostname)
-        .args([
-            "core",
-            "start",
-            "--leader-election",
-            "--enable-webhooks=false",
-            "--namespace",
-            ns,
-        ])
-        .arg("--xpkg-cache-dir")
-        .arg(dir.join(format!("xpkg-{hostname}")))
-        .arg("--tls-client-certs-dir")
-        .arg(dir.join("tls-client"))
-        .args(["--health-probe-port", &health.to_string()])
-        .args(["--metrics-port", &free_port()?.to_string()])
-        .args(["--webhook-port", &free_port()?.to_string()])
-        .env("KUBECONFIG", kubeconfig)
-        .env("POD_NAMESPACE", ns)
-        .stdin(Stdio::null())
-        .stdout(out.try_clone()?)
-        .stderr(out)
-        .spawn()
+    let mut cmd = peers::in_pod_command(&peers.crossplane, ns, hostname);
+    cmd.args([
+        "core",
+        "start",
+        "--leader-election",
+        "--enable-webhooks=false",
+        "--namespace",
+        ns,
+    ])
+    .arg("--xpkg-cache-dir")
+    .arg(dir.join(format!("xpkg-{hostname}")))
+    .arg("--tls-client-certs-dir")
+    .arg(dir.join("tls-client"))
+    .args(["--health-probe-port", &health.to_string()])
+    .args(["--metrics-port", &free_port()?.to_string()])
+    .args(["--webhook-port", &free_port()?.to_string()])
+    .env("KUBECONFIG", kubeconfig)
+    .env("POD_NAMESPACE", ns);
+    let process = Process::spawn(&format!("upstream core {hostname}"), cmd, &log, Output::Log)
         .context("starting upstream's core under unshare (needs root, as the test bed does)")?;
     Ok(Peer {
-        child,
+        process,
         hostname: hostname.to_owned(),
         log,
         health,
@@ -366,18 +332,17 @@ async fn upstream_core_leads_and_hands_over() -> Result<()> {
     loop {
         attempts += 1;
         let err_log = dir.join(format!("core-init-{attempts}.log"));
-        let mut init = Command::new(&peers.crossplane)
-            .args(["core", "init", "--enable-webhooks=false", "--namespace", &ns])
+        let mut cmd = Command::new(&peers.crossplane);
+        cmd.args(["core", "init", "--enable-webhooks=false", "--namespace", &ns])
             // kong spells these flags `--cr-ds-path` and `--tlsca-secret-name`; the variables are plain.
             .env("CRDS_PATH", &peers.crossplane_crds)
             .env("TLS_CA_SECRET_NAME", "crossplane-root-ca")
             .env("TLS_CLIENT_SECRET_NAME", "crossplane-tls-client")
             .env("KUBECONFIG", c.kubeconfig())
-            .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&err_log)?)
-            .spawn()?;
-        let code = wait_exit(&mut init, "crossplane core init", Duration::from_secs(120)).await?;
+            .stderr(std::fs::File::create(&err_log)?);
+        let mut init = Process::spawn("crossplane core init", cmd, &err_log, Output::AsConfigured)?;
+        let code = init.wait_exit_async(Duration::from_secs(120)).await?.code();
         if code == Some(0) {
             break;
         }
@@ -448,8 +413,8 @@ async fn upstream_core_leads_and_hands_over() -> Result<()> {
         .await?;
     }
 
-    let (rss, settled) = idle_rss(cores[leader].child.id()).await?;
-    let standby_rss = rss_kib(cores[standby].child.id())?;
+    let (rss, settled) = idle_rss(cores[leader].process.pid()).await?;
+    let standby_rss = rss_kib(cores[standby].process.pid())?;
     eprintln!(
         "upstream core: leader idle RSS {:.1} MiB{}, standby {:.1} MiB",
         mib(rss),
@@ -460,18 +425,17 @@ async fn upstream_core_leads_and_hands_over() -> Result<()> {
     // SIGTERM the leader; upstream's core releases its Lease on cancel, and the standby retries every 2 s.
     let sent_wall = jiff::Timestamp::now();
     let sent = Instant::now();
-    sigterm(cores[leader].child.id())?;
+    cores[leader].process.signal(Signal::SIGTERM)?;
     let next = hosts[standby].clone();
     let (new_id, acquired, seen) = wait_holder(&client, &ns, CORE_LEASE, Duration::from_secs(120), |h| {
         h.starts_with(next.as_str())
     })
     .await?;
-    let code = wait_exit(
-        &mut cores[leader].child,
-        "the old core leader",
-        Duration::from_secs(60),
-    )
-    .await?;
+    let code = cores[leader]
+        .process
+        .wait_exit_async(Duration::from_secs(60))
+        .await?
+        .code();
     eprintln!(
         "upstream core: handover on SIGTERM to {new_id} {} ms (seen), {} (by acquireTime); old leader exited {code:?}",
         (seen - sent).as_millis(),

@@ -545,11 +545,7 @@ async fn bad_input_reports_and_backs_off() -> Result<()> {
     // Let the backoff run for a while, then read the request rate off the audit log.
     tokio::time::sleep(Duration::from_secs(40)).await;
     let mut child = p;
-    ensure!(
-        child.child.try_wait()?.is_none(),
-        "the provider exited:\n{}",
-        child.log_text()
-    );
+    ensure!(child.is_running(), "the provider exited:\n{}", child.log_text());
     let events = c.audit().read()?.events;
     let ua = format!("provider-kubernetes/{} ({ns}-a)", env!("CARGO_PKG_VERSION"));
     let times = |f: &dyn Fn(&testenv::AuditEvent) -> bool| -> Vec<f64> {

@@ -839,7 +839,7 @@ async fn server_stopped_and_restarted() -> Result<()> {
         &b.provider,
     )
     .await?;
-    ensure!(b.provider.child.try_wait()?.is_none(), "the provider exited");
+    ensure!(b.provider.is_running(), "the provider exited");
     b.pg.resume()?;
     ready(&roles, "during", &b.provider).await?;
     ready(&roles, "before", &b.provider).await?;

@@ -29,7 +29,7 @@ pub fn free_port() -> anyhow::Result<u16> {
 
 /// A function process, killed on drop.
 pub struct Served {
-    _child: tokio::process::Child,
+    _process: testenv::process::Process,
     /// `127.0.0.1:port`.
     pub address: String,
     /// Its log file.
@@ -45,15 +45,9 @@ pub async fn serve(program: PathBuf, args: &[&str], name: &str) -> anyhow::Resul
 pub async fn serve_at(program: PathBuf, args: &[&str], name: &str, port: u16) -> anyhow::Result<Served> {
     let address = format!("127.0.0.1:{port}");
     let log = std::env::temp_dir().join(format!("function-{name}.log"));
-    let out = std::fs::File::create(&log)?;
-    let mut child = tokio::process::Command::new(&program)
-        .args(args)
-        .args(["--address", &address])
-        .stdin(std::process::Stdio::null())
-        .stdout(out.try_clone()?)
-        .stderr(out)
-        .kill_on_drop(true)
-        .spawn()
+    let mut cmd = std::process::Command::new(&program);
+    cmd.args(args).args(["--address", &address]);
+    let mut process = testenv::process::Process::spawn(name, cmd, &log, testenv::process::Output::Log)
         .with_context(|| format!("starting {}", program.display()))?;
     let a = address.clone();
     wait_for(
@@ -61,7 +55,7 @@ pub async fn serve_at(program: PathBuf, args: &[&str], name: &str, port: u16) ->
         Duration::from_secs(60),
         || {
             let a = a.clone();
-            let exited = child.try_wait().ok().flatten();
+            let exited = process.try_exit();
             let log = log.clone();
             async move {
                 if let Some(status) = exited {
@@ -73,7 +67,7 @@ pub async fn serve_at(program: PathBuf, args: &[&str], name: &str, port: u16) ->
     )
     .await?;
     Ok(Served {
-        _child: child,
+        _process: process,
         address,
         log,
     })

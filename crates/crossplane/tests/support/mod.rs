@@ -6,7 +6,6 @@ pub mod function_process;
 
 use std::future::Future;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -91,7 +90,7 @@ where
 
 /// A running `crossplane` process, killed on drop.
 pub struct Process {
-    child: tokio::process::Child,
+    process: testenv::process::Process,
     /// Its log file.
     pub log: std::path::PathBuf,
 }
@@ -110,32 +109,31 @@ impl Process {
         env: &[(&str, &str)],
     ) -> anyhow::Result<Process> {
         let log = std::env::temp_dir().join(format!("crossplane-{name}.log"));
-        let out = std::fs::File::create(&log)?;
-        let err = out.try_clone()?;
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_crossplane"))
-            .args(args)
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_crossplane"));
+        cmd.args(args)
             .arg("--kubeconfig")
             .arg(kubeconfig)
             .args(["--metrics-bind-address", "0", "--health-probe-bind-address", "0"])
             .env("RUST_LOG", "info,crossplane=debug")
             .env_remove("LEADER_ELECTION")
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .kill_on_drop(true)
-            .spawn()?;
-        Ok(Process { child, log })
+            .envs(env.iter().copied());
+        let process = testenv::process::Process::spawn(
+            &format!("crossplane {name}"),
+            cmd,
+            &log,
+            testenv::process::Output::Log,
+        )?;
+        Ok(Process { process, log })
     }
 
     /// Kills it (SIGKILL).
     pub fn kill(&mut self) {
-        let _ = self.child.start_kill();
+        self.process.kill();
     }
 
     /// Whether it is still running.
     pub fn is_running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
+        self.process.is_running()
     }
 }
 

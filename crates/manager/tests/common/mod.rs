@@ -2,17 +2,18 @@
 //! loopback relay that can cut a replica off, and audit-log queries.
 #![allow(dead_code, clippy::unwrap_used)]
 
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 use jiff::Timestamp;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use testenv::process::{Output, Process};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::process::{Child, Command};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -90,7 +91,7 @@ impl Opts {
 /// A running `configmap-counter` process.
 pub struct Replica {
     pub identity: String,
-    child: Child,
+    process: Process,
     lines: Arc<Mutex<Vec<Line>>>,
     pub exit: Option<ExitStatus>,
 }
@@ -121,24 +122,24 @@ impl Replica {
             .args(TIMINGS)
             .args(&opts.extra)
             .envs(opts.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
+            .stderr(Stdio::piped());
         if opts.election {
             cmd.arg("--leader-election");
         }
         if let Some(lk) = &opts.lease_kubeconfig {
             cmd.arg("--leader-election-kubeconfig").arg(lk);
         }
-        let mut child = cmd.spawn().with_context(|| format!("spawning {BIN}"))?;
-        let stderr = child.stderr.take().ok_or_else(|| anyhow!("no stderr"))?;
+        let name = format!("configmap-counter {}", opts.identity);
+        let mut process = Process::spawn(&name, cmd, Path::new(BIN), Output::AsConfigured)
+            .with_context(|| format!("spawning {BIN}"))?;
+        let stderr = process.take_stderr().ok_or_else(|| anyhow!("no stderr"))?;
         let lines: Arc<Mutex<Vec<Line>>> = Arc::default();
         let sink = lines.clone();
         let id = opts.identity.clone();
-        tokio::spawn(async move {
-            let mut reader = BufReader::new(stderr).lines();
-            while let Ok(Some(raw)) = reader.next_line().await {
+        std::thread::spawn(move || {
+            for raw in std::io::BufReader::new(stderr).lines() {
+                let Ok(raw) = raw else { break };
                 if std::env::var_os("MANAGER_TEST_ECHO").is_some() {
                     eprintln!("[{id}] {raw}");
                 }
@@ -152,14 +153,14 @@ impl Replica {
         });
         Ok(Replica {
             identity: opts.identity.clone(),
-            child,
+            process,
             lines,
             exit: None,
         })
     }
 
     pub fn pid(&self) -> Option<i32> {
-        self.child.id().and_then(|p| i32::try_from(p).ok())
+        i32::try_from(self.process.pid()).ok()
     }
 
     pub fn lines(&self) -> Vec<Line> {
@@ -221,34 +222,28 @@ impl Replica {
         }
     }
 
-    pub fn signal(&self, sig: nix::sys::signal::Signal) -> Result<()> {
-        let pid = self
-            .pid()
-            .ok_or_else(|| anyhow!("{} has exited", self.identity))?;
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig)?;
-        Ok(())
+    pub fn signal(&mut self, sig: nix::sys::signal::Signal) -> Result<()> {
+        Ok(self.process.signal(sig)?)
     }
 
     pub async fn wait_exit(&mut self, timeout: Duration) -> Result<ExitStatus> {
         if let Some(s) = self.exit {
             return Ok(s);
         }
-        let status = tokio::time::timeout(timeout, self.child.wait())
-            .await
-            .map_err(|_| {
-                anyhow!(
-                    "{} did not exit within {timeout:?}; log:\n{}",
-                    self.identity,
-                    self.dump()
-                )
-            })??;
+        let status = self.process.wait_exit_async(timeout).await.map_err(|_| {
+            anyhow!(
+                "{} did not exit within {timeout:?}; log:\n{}",
+                self.identity,
+                self.dump()
+            )
+        })?;
         self.exit = Some(status);
         Ok(status)
     }
 
     pub fn try_exit(&mut self) -> Option<ExitStatus> {
         if self.exit.is_none() {
-            self.exit = self.child.try_wait().ok().flatten();
+            self.exit = self.process.try_exit();
         }
         self.exit
     }

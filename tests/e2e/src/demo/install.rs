@@ -140,7 +140,7 @@ impl Demo {
                     binary: self.bin_dir.join(b.image),
                     args,
                     log,
-                    child: None,
+                    process: None,
                     detached: false,
                 };
                 replica.spawn()?;

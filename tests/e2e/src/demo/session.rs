@@ -126,7 +126,7 @@ impl Demo {
             }
             for r in &mut self.replicas {
                 ensure!(
-                    r.running() || r.child.is_none(),
+                    r.running() || r.process.is_none(),
                     "replica {} exited; its log: {}",
                     r.identity,
                     r.log.display()

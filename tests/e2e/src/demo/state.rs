@@ -124,7 +124,7 @@ impl Demo {
     pub(super) fn keep(mut self) -> Result<i32> {
         self.save_state()?;
         for r in &mut self.replicas {
-            r.detached = true;
+            r.detach();
         }
         let kc = self.cluster.admin_kubeconfig.display();
         println!(

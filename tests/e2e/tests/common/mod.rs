@@ -12,8 +12,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 use testenv::support::Process;
 use testenv::{AuditEvent, Cluster};
@@ -175,7 +174,7 @@ impl Replica {
 
     /// Whether it is still running.
     pub fn running(&mut self) -> bool {
-        matches!(self.process.child.try_wait(), Ok(None))
+        self.process.is_running()
     }
 
     /// Fails if its log shows a panic.
@@ -211,11 +210,10 @@ impl Replica {
 
     /// SIGTERM, then waits for the exit; fails if it takes longer than `timeout`.
     pub async fn terminate(&mut self, timeout: Duration) -> anyhow::Result<(ExitStatus, Duration)> {
-        let pid = i32::try_from(self.process.pid()).context("pid")?;
         let started = Instant::now();
-        kill(Pid::from_raw(pid), Signal::SIGTERM).context("SIGTERM")?;
+        self.process.process.signal(Signal::SIGTERM).context("SIGTERM")?;
         loop {
-            if let Some(status) = self.process.child.try_wait()? {
+            if let Some(status) = self.process.process.try_exit() {
                 return Ok((status, started.elapsed()));
             }
             if started.elapsed() > timeout {
