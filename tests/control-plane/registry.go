@@ -18,11 +18,11 @@ import (
 )
 
 // runRegistry serves go-containerregistry's OCI distribution registry (blobs in memory, or on disk with
-// --disk) on a loopback address, for the package manager's tests: packages are pushed to it and
-// fetched from it over plain HTTP.
+// --disk) on an address of this machine (loopback, or the node bridge's address of a test bed with a
+// node), for the package manager's tests: packages are pushed to it and fetched from it over plain HTTP.
 func runRegistry(args []string) int {
 	fs := flag.NewFlagSet("registry", flag.ContinueOnError)
-	address := fs.String("address", "", "loopback host:port to listen on (required)")
+	address := fs.String("address", "", "host:port of this machine to listen on (required; not 0.0.0.0)")
 	disk := fs.String("disk", "", "directory for blobs (default: in memory)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -32,8 +32,8 @@ func runRegistry(args []string) int {
 		return 2
 	}
 	host, _, err := net.SplitHostPort(*address)
-	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
-		fmt.Fprintf(os.Stderr, "registry: --address %q is not a loopback IP and port\n", *address)
+	if ip := net.ParseIP(host); err != nil || ip == nil || ip.IsUnspecified() {
+		fmt.Fprintf(os.Stderr, "registry: --address %q is not one IP and port (every address, 0.0.0.0 or ::, is refused)\n", *address)
 		return 2
 	}
 	opts := []registry.Option{registry.Logger(log.New(os.Stderr, "registry: ", log.LstdFlags))}

@@ -123,6 +123,14 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         deletions: usize,
     },
+    /// Install provider-nop as a package on a test bed with a real node (every image pulled from the test
+    /// bed's OCI registry), then upgrade it v1 <-> v2 under churn our way and upstream's way; write
+    /// docs/packages.md.
+    PackageBench {
+        /// How many upgrades each way.
+        #[arg(long, default_value_t = 5)]
+        upgrades: usize,
+    },
     /// Measure the Rust elector against client-go's on a fresh control plane; write docs/benchmarks.md and .svg.
     Bench {
         /// Fewer repetitions and shorter windows (about 8 minutes instead of about 25).
@@ -211,6 +219,7 @@ fn main() {
         Command::Bench { functions: true, .. } => bench::functions::run(),
         Command::Bench { quick, .. } => bench::run(quick),
         Command::NodeBench { deletions } => node::run(deletions),
+        Command::PackageBench { upgrades } => e2e::packages::bench::run(upgrades),
         Command::Chaos {
             changes,
             nop_resources,

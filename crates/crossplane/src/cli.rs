@@ -111,6 +111,16 @@ pub struct CoreStart {
     /// must run them.
     #[arg(long, env = "PACKAGE_RUNTIME", value_enum, default_value_t = PackageRuntime::Deployment)]
     pub package_runtime: PackageRuntime,
+    /// Registry hosts (`host:port`, comma-separated) that packages are fetched from over plain HTTP,
+    /// besides loopback ones, which always are: a registry on a private address without a certificate,
+    /// such as a test bed's. Not an upstream flag (upstream fetches over HTTPS only).
+    #[arg(
+        long,
+        env = "PLAIN_HTTP_REGISTRIES",
+        value_delimiter = ',',
+        value_name = "HOST:PORT"
+    )]
+    pub plain_http_registry: Vec<String>,
 }
 
 /// `--package-runtime`.
@@ -136,6 +146,10 @@ pub struct RbacStart {
     /// Only XRDs matching this label selector (for tests sharing one apiserver).
     #[arg(long, hide = true)]
     pub watch_label_selector: Option<String>,
+    /// Where package runtimes run (the core's namespace): the ServiceAccounts a provider revision's
+    /// system role is bound to live here.
+    #[arg(short = 'n', long, env = "POD_NAMESPACE", default_value = "crossplane-system")]
+    pub namespace: String,
 }
 
 /// The clap command: each start's Lease defaults, upstream's flags on every subcommand, and upstream's
@@ -327,6 +341,7 @@ pub async fn core_start(
         namespace: args.namespace.clone(),
         user_agent: format!("{}/{}", binary.name, binary.version),
         runtime: args.package_runtime == PackageRuntime::Deployment,
+        plain_http: args.plain_http_registry.clone(),
     };
     mgr.add_gated(crate::pkg::CONTROLLER_NAME, move |ctx: TermContext| {
         crate::pkg::run(ctx, packages.clone())
@@ -360,8 +375,13 @@ pub async fn rbac_start(
     let mut mgr = Manager::new(settings, binary).await?;
     let selector = args.watch_label_selector;
     let metrics = mgr.metrics().reconcile().clone();
+    let provider_metrics = metrics.clone();
     mgr.add_gated(rbac::CONTROLLER_NAME, move |ctx: TermContext| {
         rbac::run(ctx, selector.clone(), metrics.clone())
+    });
+    let namespace = args.namespace;
+    mgr.add_gated(rbac::provider::CONTROLLER_NAME, move |ctx: TermContext| {
+        rbac::provider::run(ctx, namespace.clone(), provider_metrics.clone())
     });
     mgr.run().await
 }

@@ -1,7 +1,8 @@
 //! Starting, stopping and disrupting a control plane: etcd, kube-apiserver and a kube-controller-manager
 //! limited to the garbage-collector and namespace controllers, each its own process. A control plane for
 //! a node ([`Options::node_ip`]) also runs kube-scheduler and the controllers a Deployment needs. Beside
-//! them runs the test bed's OCI registry ([`crate::Registry`]), on loopback whatever the node's address.
+//! them runs the test bed's OCI registry ([`crate::Registry`]), on loopback, or on the node's address
+//! when there is a node.
 
 use std::{
     net::{IpAddr, TcpStream},
@@ -80,7 +81,7 @@ pub struct State {
     /// The node's address, for a test bed with a node.
     #[serde(default)]
     pub node_ip: Option<IpAddr>,
-    /// The OCI registry's port on 127.0.0.1.
+    /// The OCI registry's port (on 127.0.0.1, or on the node's address with a node).
     #[serde(default)]
     pub registry_port: u16,
 }
@@ -227,9 +228,12 @@ impl ControlPlane {
         if options.node_ip.is_some() {
             kcm_args.push(arg("root-ca-file", &pki.serving_ca.display()));
         }
+        // With a node, the registry listens on the node's address: containerd pulls from it in the
+        // host's network namespace, and Pods (the core's package manager) reach it as their gateway.
+        let registry_host = std::net::SocketAddr::new(bind, registry_port).to_string();
         let registry_args = vec![
             "registry".to_string(),
-            arg("address", &format!("127.0.0.1:{registry_port}")),
+            arg("address", &registry_host),
             arg("disk", &dir.join("registry").display()),
         ];
         let scheduler_args = vec![
@@ -255,9 +259,7 @@ impl ControlPlane {
             ca: pki.serving_ca.clone(),
             admin_kubeconfig,
             audit_log,
-            registry: Some(Registry {
-                host: format!("127.0.0.1:{registry_port}"),
-            }),
+            registry: Some(Registry { host: registry_host }),
         };
         let mut cp = ControlPlane {
             state: State {
@@ -428,7 +430,10 @@ impl ControlPlane {
     /// Waits until the registry answers `GET /v2/` with 200.
     fn wait_registry(&mut self) -> Result<()> {
         let start = Instant::now();
-        let addr = format!("127.0.0.1:{}", self.state.registry_port);
+        let addr = match &self.state.cluster.registry {
+            Some(r) => r.host.clone(),
+            None => format!("127.0.0.1:{}", self.state.registry_port),
+        };
         loop {
             if registry_answers(&addr) {
                 return Ok(());

@@ -311,19 +311,7 @@ pub struct ImageOverride {
 pub fn write_overlay(dir: &std::path::Path, images: &[ImageOverride]) -> Result<std::path::PathBuf> {
     use std::fmt::Write as _;
     let io = |context| Error::io(context, dir);
-    std::fs::create_dir_all(dir).map_err(io("creating the overlay directory"))?;
-    let root = crate::harness::repo_root()
-        .canonicalize()
-        .map_err(io("resolving the repository root"))?;
-    // kustomize takes only relative paths: up to / from the overlay, then down to the repository.
-    let overlay = dir
-        .canonicalize()
-        .map_err(io("resolving the overlay directory"))?;
-    let up = "../".repeat(overlay.components().count().saturating_sub(1));
-    let deploy = format!(
-        "{up}{}",
-        root.join("deploy").display().to_string().trim_start_matches('/')
-    );
+    let (overlay, deploy) = overlay_dir(dir)?;
     let mut text = format!(
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- {deploy}\n- {deploy}/fencing\nimages:\n",
     );
@@ -336,6 +324,26 @@ pub fn write_overlay(dir: &std::path::Path, images: &[ImageOverride]) -> Result<
     }
     std::fs::write(overlay.join("kustomization.yaml"), text).map_err(io("writing the overlay"))?;
     Ok(overlay)
+}
+
+/// Creates the overlay directory `dir` and returns it (canonical) with the path of the repository's
+/// `deploy/` relative to it, as kustomize takes only relative paths.
+pub fn overlay_dir(dir: &std::path::Path) -> Result<(std::path::PathBuf, String)> {
+    let io = |context| Error::io(context, dir);
+    std::fs::create_dir_all(dir).map_err(io("creating the overlay directory"))?;
+    let root = crate::harness::repo_root()
+        .canonicalize()
+        .map_err(io("resolving the repository root"))?;
+    // Up to / from the overlay, then down to the repository.
+    let overlay = dir
+        .canonicalize()
+        .map_err(io("resolving the overlay directory"))?;
+    let up = "../".repeat(overlay.components().count().saturating_sub(1));
+    let deploy = format!(
+        "{up}{}",
+        root.join("deploy").display().to_string().trim_start_matches('/')
+    );
+    Ok((overlay, deploy))
 }
 
 /// provider-nop's cluster-scoped NopResources, untyped (the test bed does not depend on provider-nop).

@@ -20,6 +20,7 @@ pub mod demo;
 pub mod fencing;
 pub mod metrics_names;
 pub mod node;
+pub mod packages;
 pub mod relay;
 pub mod schedule;
 pub mod suite;

@@ -19,9 +19,12 @@ pub struct Source {
 }
 
 impl Source {
-    /// A source with an in-memory cache whose pull secrets live in `namespace`.
-    pub fn new(user_agent: &str, namespace: &str) -> Result<Source, Error> {
-        let client = Client::new(user_agent).map_err(|e| Error::Message(e.to_string()))?;
+    /// A source with an in-memory cache whose pull secrets live in `namespace`, reaching the registries
+    /// `plain_http` (and loopback ones) over plain HTTP.
+    pub fn new(user_agent: &str, namespace: &str, plain_http: &[String]) -> Result<Source, Error> {
+        let client = Client::new(user_agent)
+            .map_err(|e| Error::Message(e.to_string()))?
+            .with_plain_http(plain_http.iter().cloned());
         Ok(Source {
             fetcher: Fetcher::new(client, Cache::in_memory()),
             namespace: namespace.to_string(),

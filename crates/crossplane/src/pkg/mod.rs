@@ -66,6 +66,8 @@ pub struct Options {
     pub user_agent: String,
     /// Whether the core runs package runtimes (upstream `--package-runtime=Deployment`).
     pub runtime: bool,
+    /// Registry hosts fetched from over plain HTTP besides loopback ones (`--plain-http-registry`).
+    pub plain_http: Vec<String>,
 }
 
 /// The names of the TLS Secrets of package `name`: `<name>-tls-server`, `<name>-tls-client`, at most
@@ -105,7 +107,7 @@ pub async fn run(ctx: TermContext, options: Options) -> Result<(), BoxError> {
     let client = ctx.client().clone();
     let shared = Arc::new(Ctx {
         client: client.clone(),
-        source: Source::new(&options.user_agent, &options.namespace)?,
+        source: Source::new(&options.user_agent, &options.namespace, &options.plain_http)?,
         runtime: options.runtime,
         namespace: options.namespace.clone(),
         pki: tokio::sync::OnceCell::new(),

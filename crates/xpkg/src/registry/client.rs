@@ -44,6 +44,8 @@ pub struct Client {
     /// Bearer tokens by `registry/repository`.
     tokens: Arc<Mutex<HashMap<String, String>>>,
     user_agent: String,
+    /// Registry hosts (`host:port`) reached over plain HTTP besides loopback ones.
+    plain_http: Arc<Vec<String>>,
 }
 
 impl std::fmt::Debug for Client {
@@ -74,7 +76,32 @@ impl Client {
             http: HyperClient::builder(TokioExecutor::new()).build(tls),
             tokens: Arc::default(),
             user_agent: user_agent.to_string(),
+            plain_http: Arc::default(),
         })
+    }
+
+    /// This client, reaching the registries `hosts` (`host:port`, as they begin a reference) over
+    /// plain HTTP as well as loopback ones: for a registry on a private address of the machine, such
+    /// as a test bed's, which has no certificate.
+    pub fn with_plain_http(mut self, hosts: impl IntoIterator<Item = String>) -> Client {
+        let mut all: Vec<String> = self.plain_http.iter().cloned().collect();
+        all.extend(
+            hosts
+                .into_iter()
+                .map(|h| h.trim().to_string())
+                .filter(|h| !h.is_empty()),
+        );
+        self.plain_http = Arc::new(all);
+        self
+    }
+
+    /// `http` for loopback registries and those of [`Client::with_plain_http`], else `https`.
+    fn scheme(&self, reference: &Reference) -> &'static str {
+        if reference.insecure() || self.plain_http.contains(&reference.registry) {
+            "http"
+        } else {
+            "https"
+        }
     }
 
     /// Resolves `reference` to its manifest's digest: the digest it names, or the tag's.
@@ -82,7 +109,7 @@ impl Client {
         if let Some(d) = &reference.digest {
             return Ok(d.clone());
         }
-        let url = manifest_url(reference);
+        let url = manifest_url(self.scheme(reference), reference);
         let a = self
             .send(
                 reference,
@@ -116,7 +143,7 @@ impl Client {
             #[serde(default)]
             tags: Option<Vec<String>>,
         }
-        let url = format!("{}/tags/list", repo_url(reference));
+        let url = format!("{}/tags/list", repo_url(self.scheme(reference), reference));
         let a = self
             .send(
                 reference,
@@ -143,7 +170,7 @@ impl Client {
 
     /// The manifest `reference` names (by digest when it has one, which is then checked).
     pub async fn manifest(&self, reference: &Reference, creds: Option<&Credentials>) -> Result<Manifest> {
-        let url = manifest_url(reference);
+        let url = manifest_url(self.scheme(reference), reference);
         let a = self
             .send(
                 reference,
@@ -187,7 +214,7 @@ impl Client {
         creds: Option<&Credentials>,
         limit: usize,
     ) -> Result<Bytes> {
-        let url = format!("{}/blobs/{digest}", repo_url(reference));
+        let url = format!("{}/blobs/{digest}", repo_url(self.scheme(reference), reference));
         let a = self
             .send(
                 reference,
@@ -243,7 +270,7 @@ impl Client {
         creds: Option<&Credentials>,
     ) -> Result<String> {
         let digest = digest_of(&bytes);
-        let url = manifest_url(reference);
+        let url = manifest_url(self.scheme(reference), reference);
         let mut h = HeaderMap::new();
         h.insert(header::CONTENT_TYPE, value(media_type)?);
         let a = self
@@ -270,7 +297,7 @@ impl Client {
         bytes: &[u8],
         creds: Option<&Credentials>,
     ) -> Result<()> {
-        let repo = repo_url(reference);
+        let repo = repo_url(self.scheme(reference), reference);
         let head = format!("{repo}/blobs/{digest}");
         let a = self
             .send(
@@ -312,7 +339,7 @@ impl Client {
                 message: "the answer has no Location to upload to".into(),
             })?;
         let location = if location.starts_with('/') {
-            format!("{}{location}", base_url(reference))
+            format!("{}{location}", base_url(self.scheme(reference), reference))
         } else {
             location.to_string()
         };
@@ -619,9 +646,8 @@ fn value(v: &str) -> Result<HeaderValue> {
     HeaderValue::from_str(v).map_err(|_| Error::Build(format!("{v:?} is not a valid header value")))
 }
 
-/// `http://` for loopback registries, else `https://`; Docker Hub's API host for `docker.io`.
-fn base_url(reference: &Reference) -> String {
-    let scheme = if reference.insecure() { "http" } else { "https" };
+/// The registry's base URL with `scheme`; Docker Hub's API host for `docker.io`.
+fn base_url(scheme: &str, reference: &Reference) -> String {
     let host = match reference.registry.as_str() {
         "docker.io" | "index.docker.io" => "registry-1.docker.io",
         h => h,
@@ -629,14 +655,14 @@ fn base_url(reference: &Reference) -> String {
     format!("{scheme}://{host}")
 }
 
-fn repo_url(reference: &Reference) -> String {
-    format!("{}/v2/{}", base_url(reference), reference.repository)
+fn repo_url(scheme: &str, reference: &Reference) -> String {
+    format!("{}/v2/{}", base_url(scheme, reference), reference.repository)
 }
 
-fn manifest_url(reference: &Reference) -> String {
+fn manifest_url(scheme: &str, reference: &Reference) -> String {
     format!(
         "{}/manifests/{}",
-        repo_url(reference),
+        repo_url(scheme, reference),
         reference.manifest_reference()
     )
 }
@@ -657,11 +683,21 @@ mod tests {
 
     #[test]
     fn urls_use_http_for_loopback_and_docker_hubs_api_host() {
+        let client = Client::new("t")
+            .expect("a client")
+            .with_plain_http(["10.244.7.1:5000".to_string()]);
         let r = Reference::parse("127.0.0.1:5000/a/b:v1").expect("parses");
-        assert_eq!(manifest_url(&r), "http://127.0.0.1:5000/v2/a/b/manifests/v1");
+        assert_eq!(
+            manifest_url(client.scheme(&r), &r),
+            "http://127.0.0.1:5000/v2/a/b/manifests/v1"
+        );
+        let r = Reference::parse("10.244.7.1:5000/a/b:v1").expect("parses");
+        assert_eq!(client.scheme(&r), "http");
+        let r = Reference::parse("10.244.7.2:5000/a/b:v1").expect("parses");
+        assert_eq!(client.scheme(&r), "https");
         let r = Reference::parse("docker.io/a/b:v1").expect("parses");
         assert_eq!(
-            manifest_url(&r),
+            manifest_url(client.scheme(&r), &r),
             "https://registry-1.docker.io/v2/a/b/manifests/v1"
         );
         assert_eq!(

@@ -1,6 +1,7 @@
 //! The RBAC manager's definition controller (crossplane `internal/controller/rbac/definition`): for each
 //! XRD, ClusterRoles that Crossplane's aggregated roles pick up through their labels. The roles are
-//! controlled by the XRD, so the garbage collector removes them with it.
+//! controlled by the XRD, so the garbage collector removes them with it. Its provider-revision
+//! controller is [`provider`].
 
 use std::sync::Arc;
 
@@ -20,6 +21,8 @@ pub const CONTROLLER: &str = "rbac.crossplane.io/definition";
 
 /// The controller's name in metrics and logs, as upstream spells it.
 pub const CONTROLLER_NAME: &str = "rbac/compositeresourcedefinition.apiextensions.crossplane.io";
+
+pub mod provider;
 
 const PREFIX_AGGREGATE: &str = "rbac.crossplane.io/aggregate-to-";
 
@@ -134,14 +137,16 @@ async fn reconcile(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -> Resu
 /// holding that access itself.
 pub fn rbac_needs() -> Vec<manager::controller::rbac::Rule> {
     use manager::controller::rbac::{READ, Rule};
-    vec![
+    let mut rules = provider::rbac_needs();
+    rules.extend([
         Rule::kind::<CompositeResourceDefinition>(&[""], READ),
         Rule::kind::<CompositeResourceDefinition>(&["finalizers"], &["update"]),
         Rule::kind::<ClusterRole>(
             &[""],
             &["get", "list", "watch", "create", "patch", "update", "escalate"],
         ),
-    ]
+    ]);
+    rules
 }
 
 #[cfg(test)]

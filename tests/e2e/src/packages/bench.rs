@@ -1,0 +1,117 @@
+//! The command behind `cargo xtask package-bench`: builds the images, starts a node test bed, runs
+//! the scenario and writes docs/packages.md and docs/packages.json.
+
+use anyhow::Context;
+
+use release::{image, target_dir};
+
+use super::{Archives, Outcome};
+
+/// The code docs/packages.json measures.
+pub const MEASURES: &[&str] = &[
+    "crates/crossplane/src/pkg",
+    "crates/crossplane/src/rbac",
+    "crates/xpkg/src",
+    "tests/e2e/src/packages",
+];
+
+/// Builds the debug images the scenario pushes (the core, provider-nop's package and its second build)
+/// and the pause image, under `target/images/packages`.
+pub fn build_archives() -> anyhow::Result<(Archives, std::path::PathBuf)> {
+    let out = target_dir().join("images").join("packages");
+    let options = image::Options {
+        debug: true,
+        out: Some(out.clone()),
+        compression: Some(1),
+        pause: true,
+        next: true,
+        registry: Default::default(),
+    };
+    image::run(&["crossplane".to_string(), super::PROVIDER.to_string()], &options)?;
+    let archives = Archives {
+        core: out.join("crossplane.oci.tar"),
+        package: out.join("provider-nop.xpkg.oci.tar"),
+        next: out.join("provider-nop-next.oci.tar"),
+    };
+    for a in [&archives.core, &archives.package, &archives.next] {
+        anyhow::ensure!(a.exists(), "cargo xtask image did not write {}", a.display());
+    }
+    Ok((archives, out.join("pause.oci.tar")))
+}
+
+/// Runs the scenario with `upgrades` upgrades each way on a fresh node test bed in `name` (under
+/// target/testbed); returns what it showed.
+pub fn run_on_node(name: &str, upgrades: usize) -> anyhow::Result<Outcome> {
+    release::prereq::ensure()?;
+    let harness = release::harness()?;
+    let (archives, pause) = build_archives()?;
+    let dir = target_dir().join("testbed").join(name);
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
+    }
+    let rt = release::runtime()?;
+    rt.block_on(async {
+        let mut bed = testenv::NodeTestBed::start(&dir, &harness, &pause)
+            .await
+            .context("starting a test bed with a node")?;
+        let outcome = super::run(&mut bed, &dir, &archives, upgrades).await;
+        bed.stop().context("stopping the node test bed")?;
+        outcome
+    })
+}
+
+/// `cargo xtask package-bench --upgrades N`: the scenario, then docs/packages.{md,json}; fails (after
+/// writing them) on any violation, a NopResource not Ready, or an upgrade our way that left the Lease
+/// without a holder for longer than upstream's order did at its best.
+pub fn run(upgrades: usize) -> anyhow::Result<i32> {
+    if upgrades == 0 {
+        eprintln!("xtask: --upgrades must be at least 1");
+        return Ok(2);
+    }
+    let command = format!("cargo xtask package-bench --upgrades {upgrades}");
+    // Not yet a registered artifact (tools/release/src/provenance.rs): it is, once a run on main wrote it.
+    let provenance = release::provenance::capture(&command, MEASURES)?;
+    let o = run_on_node("package-bench", upgrades)?;
+    let docs = testenv::harness::repo_root().join("docs");
+    let md = docs.join("packages.md");
+    std::fs::write(&md, super::report::markdown(&o, &provenance))
+        .with_context(|| format!("writing {}", md.display()))?;
+    let json = docs.join("packages.json");
+    std::fs::write(
+        &json,
+        serde_json::to_string_pretty(&super::report::json(&o, &provenance))? + "\n",
+    )
+    .with_context(|| format!("writing {}", json.display()))?;
+    eprintln!("[packages] wrote {} and {}", md.display(), json.display());
+    o.check()?;
+    Ok(0)
+}
+
+impl Outcome {
+    /// Fails unless the run was safe and complete: writes checked and no violation, every NopResource
+    /// Ready, every upgrade handed the Lease over.
+    pub fn check(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(self.writes > 0, "no write of the provider was checked");
+        anyhow::ensure!(self.violations.is_empty(), "violations: {:#?}", self.violations);
+        anyhow::ensure!(
+            self.nops_ready == super::NOPS,
+            "{} of {} NopResources Ready",
+            self.nops_ready,
+            super::NOPS
+        );
+        for u in &self.upgrades {
+            anyhow::ensure!(
+                u.handovers > 0,
+                "{:?} {}: the audit log shows no handover of the Lease",
+                u.way,
+                u.change
+            );
+        }
+        anyhow::ensure!(
+            self.terms.iter().all(|(_, v)| !v.contains(',')),
+            "a term with two versions: {:?}",
+            self.terms
+        );
+        Ok(())
+    }
+}

@@ -1,0 +1,610 @@
+//! `cargo xtask package-bench`: the package manager on a real node, every image pulled from the test
+//! bed's OCI registry.
+//!
+//! 1. The core's image and provider-nop's package (`v1`: its image with the package layer; `v2`: its
+//!    second build, reporting `<version>+next`, with the same package layer) are pushed to the
+//!    registry, which listens on the node's address ([`push`]).
+//! 2. The core and the RBAC manager are applied from deploy/ through an overlay that names the
+//!    registry's images and lets the core fetch from it over plain HTTP; containerd pulls them.
+//! 3. An upstream-shaped `Provider` manifest (only `spec.package` names the registry) is applied, and
+//!    timed until it is Installed and Healthy; its runtime must have 2 Ready Pods, one holding the
+//!    package's Lease, and its NopResources must become Ready (the RBAC manager grants the revision its
+//!    kinds).
+//! 4. While NopResources keep changing, `spec.package` goes v1 → v2 → v1 … `--upgrades` times our way
+//!    (the old Deployment runs until the new one is Available and one of its Pods leads), then as many
+//!    times upstream's way (the old revision deactivated and its Deployment deleted at once, before
+//!    the new one runs; done by hand through `revisionActivationPolicy: Manual`).
+//! 5. The audit log gives, per upgrade, the longest time nobody held the Lease, and for the whole run
+//!    the writes of every revision's ServiceAccount checked against their writer's terms, the
+//!    violations and the version that acted in each term ([`crate::checker`]).
+//!
+//! **Not yet run.** containerd must first be told to pull from the registry over plain HTTP: a
+//! `certs.d/<host>/hosts.toml` (`server = "http://<host>"`, capabilities pull and resolve) under the
+//! CRI's `registry.config_path` in `testenv::node`'s containerd configuration. That file is measured
+//! code (docs/node.json), so the change waits for the next `cargo xtask node-bench` run.
+
+pub mod bench;
+pub mod report;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail, ensure};
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
+use kube::{Api, Client, ResourceExt};
+use serde_json::{Value, json};
+use testenv::{AuditEvent, workload};
+
+use crate::checker::{self, Lock};
+use release::image;
+
+/// Where the core and the runtimes run.
+pub const NAMESPACE: &str = "crossplane-system";
+/// The Provider's name, and so its package's name.
+pub const PROVIDER: &str = "provider-nop";
+/// The Lease both revisions of the package stand for.
+pub const LEASE: &str = "crossplane-leader-election-provider-nop";
+/// The repository of provider-nop's package in the registry.
+const REPOSITORY: &str = "crossplane-rs/provider-nop";
+const READY_TIMEOUT: Duration = Duration::from_secs(300);
+const UPGRADE_TIMEOUT: Duration = Duration::from_secs(180);
+const NOPS: usize = 8;
+
+/// The archives the scenario pushes, from `cargo xtask image --debug --next`.
+#[derive(Debug, Clone)]
+pub struct Archives {
+    /// The core's image (`crossplane.oci.tar`).
+    pub core: PathBuf,
+    /// provider-nop's package (`provider-nop.xpkg.oci.tar`).
+    pub package: PathBuf,
+    /// provider-nop's second build (`provider-nop-next.oci.tar`), the runtime of package `v2`.
+    pub next: PathBuf,
+}
+
+/// How an upgrade was done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Way {
+    /// Ours: the old Deployment runs until the new one is Available and leads.
+    Ours,
+    /// Upstream's: the old revision's Deployment is deleted first.
+    Upstream,
+}
+
+/// One upgrade, as the scenario saw it and the audit log tells it.
+#[derive(Debug, Clone)]
+pub struct Upgrade {
+    /// How it was done.
+    pub way: Way,
+    /// `v1 → v2` or `v2 → v1`.
+    pub change: String,
+    /// From `spec.package`'s change until a Pod of the new revision led and the old Deployment was gone.
+    pub seconds: f64,
+    /// The longest time in the upgrade with no valid holder of the Lease, in ms (audit log).
+    pub gap_ms: f64,
+    /// How many times the Lease changed hands in it.
+    pub handovers: usize,
+    start: Timestamp,
+    end: Timestamp,
+}
+
+/// What the whole run showed.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The registry's address.
+    pub registry: String,
+    /// Seconds from `kubectl apply` of the Provider until it was Installed and Healthy.
+    pub apply_to_healthy: f64,
+    /// The first revision's Ready Pods, and which one held the Lease.
+    pub pods: Vec<String>,
+    /// The first leader.
+    pub leader: String,
+    /// CRDs the first revision installed.
+    pub crds: Vec<String>,
+    /// The upgrades, ours first.
+    pub upgrades: Vec<Upgrade>,
+    /// NopResources changed during the upgrades.
+    pub changes: u64,
+    /// NopResources Ready and Synced at the end, of [`NOPS`].
+    pub nops_ready: usize,
+    /// Writes of the revisions' ServiceAccounts checked (all resources but Leases and Events).
+    pub writes: usize,
+    /// What the checker found.
+    pub violations: Vec<String>,
+    /// Each term from the first upgrade on: its holder and the versions that wrote in it.
+    pub terms: Vec<(String, String)>,
+    /// Requests of crossplane-system's ServiceAccounts refused with 403, described.
+    pub refused: Vec<String>,
+}
+
+fn provider_api(client: &Client) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("pkg.crossplane.io", "v1", "Provider");
+    Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk))
+}
+
+fn revision_api(client: &Client) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("pkg.crossplane.io", "v1", "ProviderRevision");
+    Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk))
+}
+
+fn is_true(obj: &DynamicObject, kind: &str) -> bool {
+    obj.data["status"]["conditions"]
+        .as_array()
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == kind && c["status"] == "True"))
+}
+
+/// Pushes the core's image and provider-nop's packages `v1` and `v2`; returns the references of v1
+/// and v2.
+pub async fn push(registry: &testenv::Registry, archives: &Archives) -> anyhow::Result<(String, String)> {
+    let client = xpkg::registry::Client::new("crossplane-rs-e2e")?.with_plain_http([registry.host.clone()]);
+    let push = |image: xpkg::Image, reference: String| {
+        let client = client.clone();
+        async move {
+            let r = xpkg::Reference::parse(&reference)?;
+            client
+                .push(&image, &r, None)
+                .await
+                .with_context(|| format!("pushing {reference}"))?;
+            anyhow::Ok(reference)
+        }
+    };
+    let core = xpkg::archive::read(&archives.core)?;
+    push(
+        core,
+        registry.reference(&format!("{}/crossplane", image::REPOSITORY), image::TAG),
+    )
+    .await?;
+    let v1 = push(
+        xpkg::archive::read(&archives.package)?,
+        registry.reference(REPOSITORY, "v1"),
+    )
+    .await?;
+    let binary = image::select(&[PROVIDER.to_string()])?
+        .into_iter()
+        .next()
+        .context("provider-nop is not a binary of the workspace")?;
+    let package = release::package::package_of(binary)?.context("provider-nop has no package")?;
+    let next = xpkg::archive::read(&archives.next)?;
+    let v2 = push(
+        xpkg::Image::xpkg(&package, Some(&next))?,
+        registry.reference(REPOSITORY, "v2"),
+    )
+    .await?;
+    Ok((v1, v2))
+}
+
+/// The overlay: the core, the RBAC manager, the CRDs and roles of deploy/, their image from the
+/// registry, and the core told to fetch from it over plain HTTP.
+pub fn write_overlay(dir: &Path, registry: &str) -> anyhow::Result<PathBuf> {
+    let (overlay, deploy) = workload::overlay_dir(dir)?;
+    let text = format!(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n\
+         - {deploy}/namespace.yaml\n- {deploy}/crds\n- {deploy}/crossplane\n\
+         - {deploy}/crossplane-rbac-manager\n- {deploy}/crossplane-roles\n\
+         images:\n- name: {repo}/crossplane\n  newName: {registry}/{repo}/crossplane\n  newTag: \"{tag}\"\n\
+         patches:\n- target:\n    kind: Deployment\n    name: crossplane\n  patch: |-\n\
+         \x20   - op: add\n      path: /spec/template/spec/containers/0/env/-\n\
+         \x20     value:\n        name: PLAIN_HTTP_REGISTRIES\n        value: \"{registry}\"\n",
+        repo = image::REPOSITORY,
+        tag = image::TAG,
+    );
+    let path = overlay.join("kustomization.yaml");
+    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    Ok(overlay)
+}
+
+/// The Provider, as a user writes it.
+fn provider_manifest(package: &str) -> Value {
+    json!({"apiVersion": "pkg.crossplane.io/v1", "kind": "Provider",
+           "metadata": {"name": PROVIDER}, "spec": {"package": package}})
+}
+
+/// Runs the scenario on `bed` (a node test bed whose registry listens on the node's address).
+pub async fn run(
+    bed: &mut testenv::NodeTestBed,
+    dir: &Path,
+    archives: &Archives,
+    upgrades: usize,
+) -> anyhow::Result<Outcome> {
+    let cluster = bed.cluster().clone();
+    let registry = cluster.registry().map_err(|e| anyhow::anyhow!("{e}"))?.clone();
+    let (v1, v2) = push(&registry, archives).await?;
+    eprintln!("[packages] pushed the core, {v1} and {v2}");
+    let client = cluster.client().await?;
+    let overlay = write_overlay(&dir.join("packages-overlay"), registry.host())?;
+    testenv::kubectl::apply(cluster.kubeconfig(), &overlay)?;
+    let core: Vec<String> = ["crossplane", "crossplane-rbac-manager"]
+        .map(String::from)
+        .to_vec();
+    workload::wait_deployments(&client, NAMESPACE, &core, 2, READY_TIMEOUT).await?;
+    eprintln!("[packages] the core and the RBAC manager run, pulled from the registry");
+
+    let file = dir.join("provider.json");
+    std::fs::write(&file, provider_manifest(&v1).to_string())?;
+    let applied = Instant::now();
+    testenv::kubectl::run(
+        cluster.kubeconfig(),
+        &["apply", "-f", &file.display().to_string()],
+    )
+    .context("applying the Provider")?;
+    let providers = provider_api(&client);
+    let provider = wait_provider(&providers, READY_TIMEOUT, |p| {
+        is_true(p, "Installed") && is_true(p, "Healthy")
+    })
+    .await?;
+    let apply_to_healthy = applied.elapsed().as_secs_f64();
+    let revision = current_revision(&provider)?;
+    eprintln!("[packages] Provider Installed and Healthy {apply_to_healthy:.1}s after apply ({revision})");
+    let pods = wait_runtime(&client, &revision, READY_TIMEOUT).await?;
+    let leader = wait_leader_among(&client, &pods, READY_TIMEOUT).await?;
+    let rev = revision_api(&client).get(&revision).await?;
+    let crds: Vec<String> = rev.data["status"]["objectRefs"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|r| r["kind"] == "CustomResourceDefinition")
+                .filter_map(|r| r["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+
+    let nops = workload::nop_api(&client);
+    for i in 0..NOPS {
+        nops.create(&PostParams::default(), &workload::ready_nop(&format!("pkg-{i}")))
+            .await
+            .context("creating a NopResource (is its CRD installed?)")?;
+    }
+    wait_nops(&nops, READY_TIMEOUT).await?;
+    eprintln!("[packages] {NOPS} NopResources Ready: the package's runtime may manage its kinds");
+
+    let changing = Arc::new(AtomicBool::new(true));
+    let changer = {
+        let (nops, changing) = (nops.clone(), changing.clone());
+        tokio::spawn(async move {
+            let mut k = 0u64;
+            while changing.load(Ordering::Relaxed) {
+                k += 1;
+                let patch = json!({"spec": {"forProvider": {"fields": {"integerField": k}}}});
+                nops.patch(
+                    &format!("pkg-{}", k as usize % NOPS),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await?;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            anyhow::Ok(k)
+        })
+    };
+    let started_at = Timestamp::now();
+    let rounds = async {
+        let mut rounds = Vec::new();
+        for way in [Way::Ours, Way::Upstream] {
+            if way == Way::Upstream {
+                let patch = json!({"spec": {"revisionActivationPolicy": "Manual"}});
+                providers
+                    .patch(PROVIDER, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+            }
+            for i in 0..upgrades {
+                let (from, to, change) = if i % 2 == 0 {
+                    (&v1, &v2, "v1 → v2")
+                } else {
+                    (&v2, &v1, "v2 → v1")
+                };
+                let _ = from;
+                let u = upgrade(&client, way, to, change).await?;
+                eprintln!("[packages] {way:?} {change}: done in {:.1}s", u.seconds);
+                rounds.push(u);
+            }
+            // Back to v1 for the next way.
+            if upgrades % 2 == 1 {
+                let u = upgrade(&client, way, &v1, "v2 → v1").await?;
+                eprintln!(
+                    "[packages] {way:?} back to v1 (not counted): done in {:.1}s",
+                    u.seconds
+                );
+            }
+        }
+        anyhow::Ok(rounds)
+    }
+    .await;
+    changing.store(false, Ordering::Relaxed);
+    let changes = changer.await??;
+    let mut rounds = rounds?;
+    let nops_ready = wait_nops(&nops, READY_TIMEOUT).await?;
+
+    let events: Vec<AuditEvent> = cluster
+        .audit()
+        .read()?
+        .events
+        .into_iter()
+        .filter(|e| e.resource == "leases" || e.received >= started_at)
+        .collect();
+    let lock = Lock::lease(NAMESPACE, LEASE);
+    let prefix = format!("system:serviceaccount:{NAMESPACE}:{PROVIDER}-");
+    let is_write = |e: &AuditEvent| {
+        e.user.starts_with(&prefix)
+            && e.resource != "leases"
+            && e.resource != "events"
+            && e.received >= started_at
+    };
+    let writes = events.iter().filter(|e| e.is_write() && is_write(e)).count();
+    let mut violations: Vec<String> = checker::check_lock(&events, &lock)
+        .into_iter()
+        .filter(|v| v.time >= started_at)
+        .map(|v| v.to_string())
+        .collect();
+    violations.extend(
+        checker::check_writes(&events, &lock, is_write)
+            .into_iter()
+            .map(|v| v.to_string()),
+    );
+    let all_terms = checker::terms(&events, &lock);
+    for u in &mut rounds {
+        let (gap, handovers) = longest_gap(&all_terms, u.start, u.end);
+        u.gap_ms = gap;
+        u.handovers = handovers;
+    }
+    let live: Vec<checker::Term> = all_terms
+        .into_iter()
+        .filter(|t| t.valid_until() >= started_at)
+        .collect();
+    let terms = checker::versions_per_term(&events, &live);
+    let all_events = cluster.audit().read()?.events;
+    let refused = all_events
+        .iter()
+        .filter(|e| e.user.starts_with(&format!("system:serviceaccount:{NAMESPACE}:")) && e.code == 403)
+        .map(|e| {
+            format!(
+                "{} {} {} {}/{} ({})",
+                e.user, e.verb, e.resource, e.namespace, e.name, e.received
+            )
+        })
+        .collect();
+    Ok(Outcome {
+        registry: registry.host().to_string(),
+        apply_to_healthy,
+        pods,
+        leader,
+        crds,
+        upgrades: rounds,
+        changes,
+        nops_ready,
+        writes,
+        violations,
+        terms,
+        refused,
+    })
+}
+
+/// The longest time in `[start, end]` between one term's end (its release or expiry) and the next
+/// term's start, in ms, and how many terms began in the window.
+pub fn longest_gap(terms: &[checker::Term], start: Timestamp, end: Timestamp) -> (f64, usize) {
+    let mut longest = 0.0f64;
+    let mut handovers = 0;
+    for pair in terms.windows(2) {
+        let (prev, next) = (&pair[0], &pair[1]);
+        if next.start < start || next.start > end {
+            continue;
+        }
+        handovers += 1;
+        let gap = next.start.duration_since(prev.valid_until()).as_secs_f64() * 1000.0;
+        longest = longest.max(gap.max(0.0));
+    }
+    (longest, handovers)
+}
+
+/// One upgrade to `to`, the `way` given; returns once a Pod of the new revision leads, the Provider is
+/// Healthy and no other revision's Deployment is left.
+async fn upgrade(client: &Client, way: Way, to: &str, change: &str) -> anyhow::Result<Upgrade> {
+    let providers = provider_api(client);
+    let before = current_revision(&providers.get(PROVIDER).await?)?;
+    let start = Timestamp::now();
+    let started = Instant::now();
+    let patch = json!({"spec": {"package": to}});
+    providers
+        .patch(PROVIDER, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    let provider = wait_provider(&providers, UPGRADE_TIMEOUT, |p| {
+        current_revision(p).is_ok_and(|r| r != before)
+    })
+    .await?;
+    let after = current_revision(&provider)?;
+    if way == Way::Upstream {
+        // What upstream's package manager does at once: the new revision Active, the old one Inactive
+        // and its Deployment deleted, before the new one runs.
+        let revs = revision_api(client);
+        let state = |s: &str| json!({"spec": {"desiredState": s}});
+        revs.patch(&after, &PatchParams::default(), &Patch::Merge(&state("Active")))
+            .await?;
+        revs.patch(
+            &before,
+            &PatchParams::default(),
+            &Patch::Merge(&state("Inactive")),
+        )
+        .await?;
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+        for d in runtime_deployments(client, &before).await? {
+            deployments.delete(&d, &DeleteParams::default()).await?;
+        }
+    }
+    loop {
+        let done = async {
+            let p = providers.get(PROVIDER).await?;
+            if !(is_true(&p, "Healthy") && current_revision(&p)? == after) {
+                return anyhow::Ok(false);
+            }
+            let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+            let all = deployments
+                .list(&ListParams::default().labels(&format!("{}={PROVIDER}", apis::pkg::LABEL_PACKAGE)))
+                .await?
+                .items;
+            if all.iter().any(|d| revision_of(d) != Some(after.as_str())) {
+                return Ok(false);
+            }
+            let pods = runtime_pods(client, &after).await?;
+            let holder = workload::lease_holders(client, NAMESPACE)
+                .await?
+                .get(LEASE)
+                .cloned()
+                .unwrap_or_default();
+            Ok(pods
+                .iter()
+                .any(|p| workload::name(p) == workload::holder_pod(&holder)))
+        }
+        .await?;
+        if done {
+            break;
+        }
+        if started.elapsed() > UPGRADE_TIMEOUT {
+            bail!(
+                "{change} ({way:?}) did not finish within {}s: the new revision {after} should be Healthy, \
+                 lead, and be the package's only Deployment",
+                UPGRADE_TIMEOUT.as_secs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(Upgrade {
+        way,
+        change: change.to_string(),
+        seconds: started.elapsed().as_secs_f64(),
+        gap_ms: 0.0,
+        handovers: 0,
+        start,
+        end: Timestamp::now(),
+    })
+}
+
+fn current_revision(p: &DynamicObject) -> anyhow::Result<String> {
+    p.data["status"]["currentRevision"]
+        .as_str()
+        .map(str::to_string)
+        .context("the Provider has no status.currentRevision yet")
+}
+
+fn revision_of(d: &Deployment) -> Option<&str> {
+    d.metadata
+        .labels
+        .as_ref()?
+        .get(apis::pkg::LABEL_REVISION)
+        .map(String::as_str)
+}
+
+async fn runtime_deployments(client: &Client, revision: &str) -> anyhow::Result<Vec<String>> {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
+    let lp = ListParams::default().labels(&format!("{}={revision}", apis::pkg::LABEL_REVISION));
+    Ok(deployments
+        .list(&lp)
+        .await?
+        .items
+        .iter()
+        .map(|d| d.name_any())
+        .collect())
+}
+
+async fn runtime_pods(client: &Client, revision: &str) -> anyhow::Result<Vec<Pod>> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let lp = ListParams::default().labels(&format!("{}={revision}", apis::pkg::LABEL_REVISION));
+    Ok(pods
+        .list(&lp)
+        .await?
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect())
+}
+
+/// Waits until the Provider satisfies `done`.
+async fn wait_provider(
+    providers: &Api<DynamicObject>,
+    timeout: Duration,
+    done: impl Fn(&DynamicObject) -> bool,
+) -> anyhow::Result<DynamicObject> {
+    let start = Instant::now();
+    loop {
+        if let Some(p) = providers.get_opt(PROVIDER).await?
+            && done(&p)
+        {
+            return Ok(p);
+        }
+        if start.elapsed() > timeout {
+            let p = providers.get_opt(PROVIDER).await?;
+            bail!(
+                "the Provider did not get there within {}s; its conditions: {}",
+                timeout.as_secs(),
+                p.map(|p| p.data["status"]["conditions"].to_string())
+                    .unwrap_or_else(|| "none (no Provider)".into())
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until the runtime of `revision` has 2 Pods, Running and Ready; returns their names.
+async fn wait_runtime(client: &Client, revision: &str, timeout: Duration) -> anyhow::Result<Vec<String>> {
+    let start = Instant::now();
+    loop {
+        let pods = runtime_pods(client, revision).await?;
+        if pods.len() == 2 && pods.iter().all(workload::is_ready) {
+            return Ok(pods.iter().map(|p| workload::name(p).to_string()).collect());
+        }
+        ensure!(
+            start.elapsed() < timeout,
+            "the runtime of {revision} did not have 2 Ready Pods within {}s (it has {})",
+            timeout.as_secs(),
+            pods.len()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Waits until one of `pods` holds the package's Lease; returns it.
+async fn wait_leader_among(client: &Client, pods: &[String], timeout: Duration) -> anyhow::Result<String> {
+    let start = Instant::now();
+    loop {
+        let holder = workload::lease_holders(client, NAMESPACE)
+            .await?
+            .get(LEASE)
+            .cloned()
+            .unwrap_or_default();
+        if let Some(p) = pods.iter().find(|p| p.as_str() == workload::holder_pod(&holder)) {
+            return Ok(p.clone());
+        }
+        ensure!(
+            start.elapsed() < timeout,
+            "no Pod of {pods:?} held Lease {NAMESPACE}/{LEASE} within {}s (holder: {holder:?})",
+            timeout.as_secs()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Waits until every NopResource `pkg-*` is Ready and Synced; returns how many.
+async fn wait_nops(nops: &Api<DynamicObject>, timeout: Duration) -> anyhow::Result<usize> {
+    let start = Instant::now();
+    loop {
+        let list = nops.list(&ListParams::default()).await?.items;
+        let ready = list
+            .iter()
+            .filter(|r| r.name_any().starts_with("pkg-"))
+            .filter(|r| is_true(r, "Ready") && is_true(r, "Synced"))
+            .count();
+        if ready == NOPS {
+            return Ok(ready);
+        }
+        ensure!(
+            start.elapsed() < timeout,
+            "{ready} of {NOPS} NopResources Ready and Synced after {}s",
+            timeout.as_secs()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
