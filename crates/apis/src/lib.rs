@@ -8,6 +8,7 @@
 //! - [`reference`]: references to ProviderConfigs and Secrets;
 //! - [`resource`]: the managed-resource spec (cluster-scoped legacy and namespaced v2 variants) and status;
 //! - [`protection`]: Usage and ClusterUsage (`protection.crossplane.io`), deletion protection;
+//! - [`ops`]: Operation, CronOperation and WatchOperation (`ops.crossplane.io`), day-two operations;
 //! - [`providerconfig`]: the shapes of ProviderConfig and ProviderConfigUsage that each provider declares
 //!   in its own API group.
 //!
@@ -17,6 +18,7 @@
 pub mod apiextensions;
 pub mod condition;
 pub mod meta;
+pub mod ops;
 pub mod pkg;
 pub mod policy;
 pub mod protection;

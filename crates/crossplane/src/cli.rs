@@ -347,14 +347,24 @@ pub async fn core_start(
         crate::pkg::run(ctx, packages.clone())
     });
     crate::usage::register(&mut mgr, usages, metrics.clone());
+    let functions = std::sync::Arc::new(crate::composite::functions::Functions::new(
+        args.function_deadline,
+        args.namespace.clone(),
+    ));
+    crate::ops::register(
+        &mut mgr,
+        crate::ops::enabled(upstream),
+        crate::ops::Options {
+            selector: args.watch_label_selector.clone(),
+            metrics: metrics.clone(),
+            functions: functions.clone(),
+        },
+    );
     let options = definition::Options {
         selector: args.watch_label_selector,
         poll: args.poll_interval,
         metrics,
-        functions: std::sync::Arc::new(crate::composite::functions::Functions::new(
-            args.function_deadline,
-            args.namespace.clone(),
-        )),
+        functions,
     };
     mgr.add_gated(definition::CONTROLLER_NAME, move |ctx: TermContext| {
         definition::run(ctx, options.clone())

@@ -7,7 +7,7 @@
 //! [`definition`] (the XRD controller, which starts one composite controller per XRD as a child of the
 //! term), [`revision`] (Composition → CompositionRevision), [`composite`] (the XR reconciler),
 //! [`rbac`] (the RBAC manager), [`roles`] (the user-facing crossplane-admin/edit/view/browse roles),
-//! [`init`] (`core init`, `rbac init`), [`pkg`] (the package manager), [`usage`] (Usages: deletion protection), [`upstream_flags`] (upstream's flags and what we do with
+//! [`init`] (`core init`, `rbac init`), [`pkg`] (the package manager), [`usage`] (Usages: deletion protection), [`ops`] (Operations, CronOperations, WatchOperations), [`upstream_flags`] (upstream's flags and what we do with
 //! each), [`upstream_rbac`] (what upstream's core may do by default), [`render_command`] (`crossplane render`) and [`error`]. Controller wiring, backoff and
 //! reconcile metrics are the manager's ([`manager::controller::ControllerBuilder`]).
 #![forbid(unsafe_code)]
@@ -18,6 +18,7 @@ pub mod composite;
 pub mod definition;
 pub mod error;
 pub mod init;
+pub mod ops;
 pub mod pkg;
 pub mod rbac;
 pub mod render_command;
@@ -31,7 +32,7 @@ pub mod xcrd;
 pub use error::Error;
 
 /// The core's CRDs: CompositeResourceDefinition, Composition, CompositionRevision, EnvironmentConfig and the legacy Usage, Usage and ClusterUsage
-/// (`protection.crossplane.io`), and the package
+/// (`protection.crossplane.io`), Operation, CronOperation and WatchOperation (`ops.crossplane.io`), and the package
 /// manager's `pkg.crossplane.io` kinds (Provider, Function, Configuration, their revisions,
 /// DeploymentRuntimeConfig, ImageConfig, Lock).
 pub fn crds()
@@ -46,6 +47,7 @@ pub fn crds()
         apis::apiextensions::usage::crd(),
     ];
     crds.extend(apis::protection::crds());
+    crds.extend(apis::ops::crds());
     crds.extend(apis::pkg::crds());
     crds
 }
@@ -62,6 +64,7 @@ pub fn core_rbac_needs() -> Vec<manager::controller::rbac::Rule> {
     rules.extend(init::rbac_needs());
     rules.extend(pkg::rbac_needs());
     rules.extend(usage::rbac_needs());
+    rules.extend(ops::rbac_needs());
     manager::controller::rbac::normalize(rules)
 }
 

@@ -17,7 +17,7 @@ const NOT_YET: &str = "crossplane-rs does not have this feature yet";
 /// `crossplane core start` (`--namespace`/`-n` is one of its own flags). `--metrics-port` and `--health-probe-port` are applied by the binary: they
 /// set `--metrics-bind-address` and `--health-probe-bind-address` to `:<port>`. `--enable-usages`,
 /// `--enable-webhooks`, `--webhook-port` and `--tls-server-secret-name` are applied by the usage
-/// webhook ([`crate::usage::Wiring`]).
+/// webhook ([`crate::usage::Wiring`]); `--enable-operations` turns the ops controllers on ([`crate::ops::enabled`]).
 pub const CORE_START: &[Flag] = &[
     Flag::ignored("profile", NO_PROFILER),
     Flag::ignored("service-account", NO_PACKAGES)
@@ -78,7 +78,7 @@ pub const CORE_START: &[Flag] = &[
     Flag::ignored_switch("enable-dependency-version-downgrades", NO_PACKAGES),
     Flag::ignored_switch("enable-signature-verification", NO_PACKAGES),
     Flag::ignored_switch("enable-function-response-cache", NOT_YET),
-    Flag::ignored_switch("enable-operations", NOT_YET),
+    Flag::ignored_switch("enable-operations", "").applied(),
     Flag::ignored_switch("enable-pipeline-inspector", NOT_YET),
     Flag::ignored_switch("enable-provider-deletion-protection", NO_PACKAGES),
     Flag::ignored("xfn-cache-dir", NOT_YET)

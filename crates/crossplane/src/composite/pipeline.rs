@@ -223,10 +223,24 @@ fn requirements(rsp: &v1::RunFunctionResponse) -> BTreeMap<String, v1::ResourceS
 async fn call_step<I: Io>(
     io: &I,
     step: &PipelineStep,
+    req: v1::RunFunctionRequest,
+    calls: &mut usize,
+) -> Result<v1::RunFunctionResponse, PipelineError> {
+    call_with_requirements(io, &step.step, &step.function_ref.name, req, calls).await
+}
+
+/// Calls Function `function` for step `step`, again with the resources it requires until its
+/// requirements stop changing (at most [`MAX_REQUIREMENTS_ITERATIONS`] calls; `calls` counts them). The
+/// request's own `requiredResources` (an operation step's bootstrap requirements) stay beside the ones
+/// the function asks for. Composition and operation pipelines share this loop.
+pub(crate) async fn call_with_requirements<I: Io>(
+    io: &I,
+    step: &str,
+    function: &str,
     mut req: v1::RunFunctionRequest,
     calls: &mut usize,
 ) -> Result<v1::RunFunctionResponse, PipelineError> {
-    let function = &step.function_ref.name;
+    let bootstrap = req.required_resources.clone();
     let mut asked: Option<BTreeMap<String, v1::ResourceSelector>> = None;
     for _ in 0..MAX_REQUIREMENTS_ITERATIONS {
         *calls += 1;
@@ -234,8 +248,8 @@ async fn call_step<I: Io>(
             .call(function, req.clone())
             .await
             .map_err(|message| PipelineError::Call {
-                step: step.step.clone(),
-                function: function.clone(),
+                step: step.to_owned(),
+                function: function.to_owned(),
                 message,
             })?;
         let wants = requirements(&rsp);
@@ -245,7 +259,7 @@ async fn call_step<I: Io>(
         let mut found = BTreeMap::new();
         for (name, sel) in &wants {
             let items = io.required(sel).await.map_err(|message| PipelineError::Prepare {
-                step: step.step.clone(),
+                step: step.to_owned(),
                 message: format!("required resources {name:?}: {message}"),
             })?;
             let items = items
@@ -261,12 +275,14 @@ async fn call_step<I: Io>(
         {
             req.extra_resources = found.clone();
         }
-        req.required_resources = found;
+        let mut all = bootstrap.clone();
+        all.extend(found);
+        req.required_resources = all;
         asked = Some(wants);
     }
     Err(PipelineError::Requirements {
-        step: step.step.clone(),
-        function: function.clone(),
+        step: step.to_owned(),
+        function: function.to_owned(),
     })
 }
 

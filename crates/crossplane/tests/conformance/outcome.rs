@@ -80,27 +80,27 @@ pub const CANNOT_RUN: &[(&str, &str, &str)] = &[
     (
         "TestOperation",
         "ops_operations_test.go",
-        "needs Operations (ops.crossplane.io), not built yet",
+        "the ops.crossplane.io API and controllers are built (crossplane::ops, on with --enable-operations), but this scenario is not written in the suite yet",
     ),
     (
         "TestOperationRetryLogic",
         "ops_operations_test.go",
-        "needs Operations (ops.crossplane.io), not built yet",
+        "the ops.crossplane.io API and controllers are built (crossplane::ops, on with --enable-operations), but this scenario is not written in the suite yet",
     ),
     (
         "TestOperationMultiStepPipeline",
         "ops_operations_test.go",
-        "needs Operations (ops.crossplane.io), not built yet",
+        "the ops.crossplane.io API and controllers are built (crossplane::ops, on with --enable-operations), but this scenario is not written in the suite yet",
     ),
     (
         "TestCronOperationScheduling",
         "ops_operations_test.go",
-        "needs CronOperations (ops.crossplane.io), not built yet",
+        "the ops.crossplane.io API and controllers are built (crossplane::ops, on with --enable-operations), but this scenario is not written in the suite yet",
     ),
     (
         "TestWatchOperationResourceChanges",
         "ops_operations_test.go",
-        "needs WatchOperations (ops.crossplane.io), not built yet",
+        "the ops.crossplane.io API and controllers are built (crossplane::ops, on with --enable-operations), but this scenario is not written in the suite yet",
     ),
 ];
 

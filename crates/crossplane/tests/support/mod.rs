@@ -25,7 +25,7 @@ pub fn unique() -> String {
     format!("t{:x}{:x}", n & 0xffffff, std::process::id() & 0xfff)
 }
 
-/// Installs the Crossplane CRDs (Function and FunctionRevision, the three Usage kinds too) and provider-nop's NopResource CRD, and waits until they are served.
+/// Installs the Crossplane CRDs (Function and FunctionRevision, the three Usage kinds and the three ops.crossplane.io kinds too) and provider-nop's NopResource CRD, and waits until they are served.
 pub async fn install_crds(client: &Client) -> anyhow::Result<()> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crds = [
@@ -39,6 +39,9 @@ pub async fn install_crds(client: &Client) -> anyhow::Result<()> {
         apis::protection::Usage::crd(),
         apis::protection::ClusterUsage::crd(),
         apis::apiextensions::usage::crd(),
+        apis::ops::Operation::crd(),
+        apis::ops::CronOperation::crd(),
+        apis::ops::WatchOperation::crd(),
     ];
     let pp = PatchParams::apply("crossplane-rs-tests").force();
     for crd in &crds {
