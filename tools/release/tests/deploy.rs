@@ -184,6 +184,25 @@ fn expectations(binary: &str) -> (Vec<Request>, Vec<Request>) {
                 false,
                 None,
             ));
+            // It binds each provider revision's system role to the revision's ServiceAccount (as
+            // upstream's does), so it may create ClusterRoleBindings and bind ClusterRoles; it may
+            // never delete a binding (the garbage collector removes them with their revision).
+            denied.retain(|r| r.1 != "clusterrolebindings");
+            allowed.push((
+                "rbac.authorization.k8s.io",
+                "clusterrolebindings",
+                "create",
+                false,
+                None,
+            ));
+            allowed.push(("rbac.authorization.k8s.io", "clusterroles", "bind", false, None));
+            denied.push((
+                "rbac.authorization.k8s.io",
+                "clusterrolebindings",
+                "delete",
+                false,
+                None,
+            ));
             allowed.push((
                 "apiextensions.crossplane.io",
                 "compositeresourcedefinitions",
