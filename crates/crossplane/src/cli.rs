@@ -240,35 +240,7 @@ pub fn main(binary: BinaryInfo) -> ExitCode {
     let debug = cli
         .debug
         .then(|| manager::config::logging::debug_filter("crossplane"));
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    if let Component::Core {
-        command: CoreCommand::Init,
-    }
-    | Component::Rbac {
-        command: RbacCommand::Init,
-    } = cli.component
-    {
-        let result = runtime.block_on(init::run(
-            matches!(cli.component, Component::Core { .. }),
-            debug.as_deref(),
-            &given,
-            binary,
-        ));
-        return match result {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("error: {e}");
-                ExitCode::FAILURE
-            }
-        };
-    }
-    let result = runtime.block_on(async move {
+    manager::run::exit::block_on(async move {
         match cli.component {
             Component::Core {
                 command: CoreCommand::Start(mut args),
@@ -276,7 +248,7 @@ pub fn main(binary: BinaryInfo) -> ExitCode {
                 if let Some(filter) = debug {
                     args.manager.log_level = filter;
                 }
-                core_start(*args, binary, &given).await
+                core_start(*args, binary, &given).await.map_err(Failure::Manager)
             }
             Component::Rbac {
                 command: RbacCommand::Start(mut args),
@@ -284,25 +256,45 @@ pub fn main(binary: BinaryInfo) -> ExitCode {
                 if let Some(filter) = debug {
                     args.manager.log_level = filter;
                 }
-                rbac_start(*args, binary, &given).await
+                rbac_start(*args, binary, &given).await.map_err(Failure::Manager)
             }
             Component::Core {
                 command: CoreCommand::Init,
-            }
-            | Component::Rbac {
+            } => init::run(true, debug.as_deref(), &given, binary)
+                .await
+                .map_err(Failure::Init),
+            Component::Rbac {
                 command: RbacCommand::Init,
-            } => Ok(()),
+            } => init::run(false, debug.as_deref(), &given, binary)
+                .await
+                .map_err(Failure::Init),
             Component::Render(_) => Ok(()),
         }
-    });
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            if let manager::Error::Usage(usage) = &e {
-                usage.exit();
-            }
-            eprintln!("error: {e}");
-            ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(1))
+    })
+}
+
+/// How a command of the binary failed.
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    /// `core start` or `rbac start`.
+    #[error(transparent)]
+    Manager(manager::Error),
+    /// `core init` or `rbac init`.
+    #[error(transparent)]
+    Init(init::InitError),
+}
+
+impl manager::run::exit::Failure for Failure {
+    fn exit_code(&self) -> u8 {
+        match self {
+            Self::Manager(e) => manager::run::exit::Failure::exit_code(e),
+            Self::Init(_) => 1,
+        }
+    }
+
+    fn exit_if_usage(&self) {
+        if let Self::Manager(e) = self {
+            e.exit_if_usage();
         }
     }
 }

@@ -216,25 +216,18 @@ async fn render(args: &RenderArgs) -> Result<String, RenderError> {
 
 /// Runs `crossplane render`: prints the YAML, exits 2 on bad input and 1 when the pipeline fails.
 pub fn main(args: &RenderArgs) -> ExitCode {
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match rt.block_on(render(args)) {
-        Ok(text) => {
-            print!("{text}");
-            ExitCode::SUCCESS
-        }
-        Err(RenderError::Input(m)) => {
-            eprintln!("error: {m}");
-            ExitCode::from(2)
-        }
-        Err(RenderError::Pipeline(m)) => {
-            eprintln!("error: {m}");
-            ExitCode::FAILURE
+    manager::run::exit::block_on(async {
+        let text = render(args).await?;
+        print!("{text}");
+        Ok::<(), RenderError>(())
+    })
+}
+
+impl manager::run::exit::Failure for RenderError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            RenderError::Input(_) => 2,
+            RenderError::Pipeline(_) => 1,
         }
     }
 }

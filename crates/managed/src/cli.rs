@@ -155,23 +155,7 @@ where
     if cli.provider.debug {
         cli.manager.log_level = manager::config::logging::debug_filter(&info.binary.name.replace('-', "_"));
     }
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run(cli, info, &given, setup)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            if let manager::Error::Usage(usage) = &e {
-                usage.exit();
-            }
-            eprintln!("error: {e}");
-            ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(1))
-        }
-    }
+    manager::run::exit::block_on(run(cli, info, &given, setup))
 }
 
 async fn run<F>(
