@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/google/go-containerregistry v0.21.4
 	go.etcd.io/etcd/server/v3 v3.7.1
+	golang.org/x/net v0.55.0
 	golang.org/x/sys v0.45.0
 	k8s.io/api v0.36.3
 	k8s.io/apimachinery v0.36.3
@@ -124,7 +125,6 @@ require (
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
 	golang.org/x/crypto v0.52.0 // indirect
 	golang.org/x/exp v0.0.0-20251219203646-944ab1f22d93 // indirect
-	golang.org/x/net v0.55.0 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
 	golang.org/x/sync v0.20.0 // indirect
 	golang.org/x/term v0.43.0 // indirect

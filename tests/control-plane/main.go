@@ -5,9 +5,9 @@
 // a test bed needs, kube-scheduler and the kubelet (for a test bed with a
 // node), and a client-go leader-election candidate used as the
 // interoperability peer and benchmark anchor, and an OCI registry (go-containerregistry)
-// that package tests push to and fetch from.
+// that package tests push to and fetch from, and the cluster's DNS for a node's Pods.
 //
-// Usage: harness <etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|supervise|cri-cleanup|lease-candidate|registry|version> [flags]
+// Usage: harness <etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|supervise|cri-cleanup|lease-candidate|registry|dns|version> [flags]
 package main
 
 import (
@@ -41,6 +41,8 @@ func main() {
 		os.Exit(runLeaseCandidate(args))
 	case "registry":
 		os.Exit(runRegistry(args))
+	case "dns":
+		os.Exit(runDNS(args))
 	case "version":
 		fmt.Println(version())
 	case "-h", "--help", "help":
@@ -53,5 +55,5 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: harness <etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|supervise|cri-cleanup|lease-candidate|registry|version> [flags]")
+	fmt.Fprintln(os.Stderr, "usage: harness <etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|supervise|cri-cleanup|lease-candidate|registry|dns|version> [flags]")
 }

@@ -31,9 +31,8 @@ func runRegistry(args []string) int {
 		fmt.Fprintln(os.Stderr, "registry: --address is required")
 		return 2
 	}
-	host, _, err := net.SplitHostPort(*address)
-	if ip := net.ParseIP(host); err != nil || ip == nil || ip.IsUnspecified() {
-		fmt.Fprintf(os.Stderr, "registry: --address %q is not one IP and port (every address, 0.0.0.0 or ::, is refused)\n", *address)
+	if err := oneAddress(*address); err != nil {
+		fmt.Fprintf(os.Stderr, "registry: %v\n", err)
 		return 2
 	}
 	opts := []registry.Option{registry.Logger(log.New(os.Stderr, "registry: ", log.LstdFlags))}
@@ -66,4 +65,14 @@ func runRegistry(args []string) int {
 		fmt.Fprintf(os.Stderr, "registry: %v\n", err)
 		return 1
 	}
+}
+
+// oneAddress checks that a test bed's server is given one IP of this machine and a port: listening on
+// every address (0.0.0.0 or ::) would expose the test bed beyond the machine.
+func oneAddress(address string) error {
+	host, _, err := net.SplitHostPort(address)
+	if ip := net.ParseIP(host); err != nil || ip == nil || ip.IsUnspecified() {
+		return fmt.Errorf("--address %q is not one IP and port (every address, 0.0.0.0 or ::, is refused)", address)
+	}
+	return nil
 }

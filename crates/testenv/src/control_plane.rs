@@ -45,8 +45,9 @@ deployment-controller,replicaset-controller";
 
 /// The controllers a node's Deployments need besides [`CONTROLLERS`]: PodDisruptionBudgets, the
 /// `kube-root-ca.crt` ConfigMap that projected tokens carry, each namespace's default ServiceAccount, the
-/// node's taints and the removal of orphaned Pods.
-const NODE_CONTROLLERS: &str = "disruption-controller,\
+/// node's taints, the removal of orphaned Pods, and the EndpointSlices that the cluster's DNS answers a
+/// headless Service's name with.
+const NODE_CONTROLLERS: &str = "disruption-controller,endpointslice-controller,\
 root-ca-certificate-publisher-controller,serviceaccount-controller,node-lifecycle-controller,\
 pod-garbage-collector-controller,taint-eviction-controller";
 
