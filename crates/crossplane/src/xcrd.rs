@@ -4,7 +4,7 @@
 //! storage version), the category `composite`, the status subresource, Crossplane's printer columns and
 //! the injected fields: `spec.crossplane.*` for modern XRs (`Namespaced`, `Cluster`), the same fields
 //! directly under `spec` plus `claimRef` and `writeConnectionSecretToRef` for `LegacyCluster` XRs, and
-//! `status.conditions` for all.
+//! `status.conditions` for all. A version whose XRD asks for the scale subresource serves it too.
 
 use apis::apiextensions::{CompositeResourceDefinition, CompositeResourceVersion};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -312,6 +312,11 @@ fn render_version(v: &CompositeResourceVersion, shape: Shape<'_>) -> Result<Valu
     if let Some(w) = &v.deprecation_warning {
         out["deprecationWarning"] = json!(w);
     }
+    // The XR (not its claim) serves the scale subresource the XRD asks for, as upstream's.
+    let scale = v.subresources.as_ref().and_then(|s| s.scale.as_ref());
+    if let (Some(scale), Shape::Modern | Shape::Legacy) = (scale, shape) {
+        out["subresources"]["scale"] = json!(scale);
+    }
     Ok(out)
 }
 
@@ -527,6 +532,42 @@ mod tests {
         let mut x = xrd("Cluster", json!({"type": "object"}));
         x.spec.claim_names = Some(json!({"kind": "Thing", "plural": "things"}));
         assert!(render_claim(&x).expect("renders").is_none());
+    }
+
+    #[test]
+    fn scale_subresource_is_rendered_into_the_xr_crd_only() {
+        for scope in ["Namespaced", "Cluster", "LegacyCluster"] {
+            let mut x = xrd(scope, json!({"type": "object"}));
+            let plain = render(&x).expect("renders");
+            let sub = serde_json::to_value(&plain.spec.versions[0].subresources).expect("json");
+            assert_eq!(sub, json!({"status": {}}), "{scope}: no scale unless asked");
+
+            x.spec.versions[0].subresources = Some(
+                serde_json::from_value(json!({"scale": {
+                "specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",
+                "labelSelectorPath": ".status.labelSelector"}}))
+                .expect("subresources"),
+            );
+            let crd = render(&x).expect("renders");
+            let sub = serde_json::to_value(&crd.spec.versions[0].subresources).expect("json");
+            assert_eq!(
+                sub,
+                json!({"status": {}, "scale": {"specReplicasPath": ".spec.replicas",
+                                               "statusReplicasPath": ".status.replicas",
+                                               "labelSelectorPath": ".status.labelSelector"}}),
+                "{scope}"
+            );
+        }
+        let mut x = xrd("LegacyCluster", json!({"type": "object"}));
+        x.spec.claim_names = Some(json!({"kind": "Thing", "plural": "things"}));
+        x.spec.versions[0].subresources = Some(
+            serde_json::from_value(json!({"scale": {
+            "specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"}}))
+            .expect("subresources"),
+        );
+        let claim = render_claim(&x).expect("renders").expect("offered");
+        let sub = serde_json::to_value(&claim.spec.versions[0].subresources).expect("json");
+        assert_eq!(sub, json!({"status": {}}), "the claim serves no scale");
     }
 
     #[test]

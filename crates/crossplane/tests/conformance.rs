@@ -19,8 +19,10 @@ mod conformance {
     pub mod environment;
     pub mod harness;
     pub mod manifests;
+    pub mod ops;
     pub mod outcome;
     pub mod usage;
+    pub mod xrd;
 }
 
 use std::time::Duration;
@@ -513,6 +515,13 @@ fn cannot_run_yet_is_recorded() -> anyhow::Result<()> {
         "TestUsageStandaloneNamespaced",
         "TestLegacyUsageStandalone",
         "TestLegacyUsageComposition",
+        "TestOperation",
+        "TestOperationRetryLogic",
+        "TestOperationMultiStepPipeline",
+        "TestCronOperationScheduling",
+        "TestWatchOperationResourceChanges",
+        "TestXRDSubresources",
+        "TestXRDValidation",
     ] {
         anyhow::ensure!(
             !names.contains(runnable),

@@ -1,7 +1,9 @@
 //! CompositeResourceDefinition, `apiextensions.crossplane.io/v2` (crossplane `apis/apiextensions/v2/
 //! xrd_types.go`), also served as the deprecated `v1`, the storage version, as upstream ([`crd`]).
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceColumnDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceColumnDefinition, CustomResourceSubresourceScale,
+};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -95,8 +97,9 @@ pub struct CompositeResourceVersion {
     /// Whether the version is deprecated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deprecated: Option<bool>,
-    /// The warning returned to clients of a deprecated version.
+    /// The warning returned to clients of a deprecated version (at most 256 characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
     pub deprecation_warning: Option<String>,
     /// The schema.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -104,6 +107,20 @@ pub struct CompositeResourceVersion {
     /// Extra printer columns, after Crossplane's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub additional_printer_columns: Vec<CustomResourceColumnDefinition>,
+    /// The subresources the XR's CRD serves in this version beyond `status` (which it always serves).
+    /// Compositions are responsible for filling in what they expose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subresources: Option<CompositeResourceSubresources>,
+}
+
+/// The subresources of one XR version (upstream's `CompositeResourceDefinitionVersionSubresources`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CompositeResourceSubresources {
+    /// Serve a `/scale` subresource returning an `autoscaling/v1` Scale, whose replicas and selector
+    /// are read from (and written to) the XR at these paths.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale: Option<CustomResourceSubresourceScale>,
 }
 
 /// The desired state of a CompositeResourceDefinition.
@@ -122,28 +139,42 @@ pub struct CompositeResourceVersion {
     printcolumn = r#"{"name":"AGE","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "(has(self.scope) && self.scope == 'LegacyCluster') || !has(self.claimNames)",
+     "message": "only LegacyCluster composite resources can offer claims: set spec.scope to LegacyCluster or remove spec.claimNames"},
+    {"rule": "(has(self.scope) && self.scope == 'LegacyCluster') || !has(self.connectionSecretKeys)",
+     "message": "only LegacyCluster composite resources publish connection secrets: set spec.scope to LegacyCluster or remove spec.connectionSecretKeys"},
+]))]
 pub struct CompositeResourceDefinitionSpec {
-    /// The API group of the XR.
+    /// The API group of the XR; immutable.
+    #[schemars(extend("x-kubernetes-validations" = [immutable("spec.group")]))]
     pub group: String,
-    /// The names of the XR.
+    /// The names of the XR; immutable, the plural and singular lowercase.
+    #[schemars(extend("x-kubernetes-validations" = [
+        immutable("spec.names"), lowercase("spec.names")[0], lowercase("spec.names")[1]]))]
     pub names: XrdNames,
-    /// The scope of the XR; `Namespaced` by default.
+    /// The scope of the XR; `Namespaced` by default; immutable.
     #[serde(default)]
+    #[schemars(extend("x-kubernetes-validations" = [immutable("spec.scope")]))]
     pub scope: CompositeResourceScope,
     /// The Composition used when an XR names none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_composition_ref: Option<NameReference>,
-    /// The Composition every XR must use.
+    /// The Composition every XR must use; immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = [immutable("spec.enforcedCompositionRef")]))]
     pub enforced_composition_ref: Option<NameReference>,
     /// The update policy used when an XR states none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_composition_update_policy: Option<CompositionUpdatePolicy>,
     /// The versions of the XR.
     pub versions: Vec<CompositeResourceVersion>,
-    /// The names of the claim a `LegacyCluster` XRD offers (its claim CRD and claim controller).
+    /// The names of the claim a `LegacyCluster` XRD offers (its claim CRD and claim controller); may be
+    /// added to an XRD but not changed, the plural and singular lowercase.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::preserve_unknown_fields")]
+    #[schemars(with = "Option<XrdNames>")]
+    #[schemars(extend("x-kubernetes-validations" = [
+        immutable("spec.claimNames"), lowercase("spec.claimNames")[0], lowercase("spec.claimNames")[1]]))]
     pub claim_names: Option<serde_json::Value>,
     /// The connection secret keys an XR publishes (legacy XRs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -151,6 +182,25 @@ pub struct CompositeResourceDefinitionSpec {
     /// What deleting a claim does to its XR by default (`Background` or `Foreground`; legacy XRs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_composite_delete_policy: Option<String>,
+}
+
+/// The apiserver's rule (CEL) that field `field` keeps the value it was given first (upstream's
+/// `self == oldSelf`).
+fn immutable(field: &str) -> serde_json::Value {
+    serde_json::json!({
+        "rule": "self == oldSelf",
+        "message": format!("{field} is immutable: delete the CompositeResourceDefinition and create it anew to change it"),
+    })
+}
+
+/// The apiserver's rules (CEL) that the plural and singular of names at `field` are lowercase.
+fn lowercase(field: &str) -> [serde_json::Value; 2] {
+    [
+        serde_json::json!({"rule": "self.plural == self.plural.lowerAscii()",
+                           "message": format!("{field}.plural must be lowercase")}),
+        serde_json::json!({"rule": "!has(self.singular) || self.singular == self.singular.lowerAscii()",
+                           "message": format!("{field}.singular must be lowercase")}),
+    ]
 }
 
 /// The warning the apiserver returns to clients of `apiextensions.crossplane.io/v1` XRDs, as upstream.
@@ -280,6 +330,52 @@ mod tests {
         assert_eq!(default_scope(0), Some(serde_json::json!("LegacyCluster")));
         assert_eq!(default_scope(1), Some(serde_json::json!("Namespaced")));
         assert_eq!(crd.spec.versions[0].deprecated, Some(true));
+    }
+
+    #[test]
+    fn the_crd_refuses_what_upstreams_refuses() {
+        let crd = serde_json::to_value(crd()).expect("CRD as JSON");
+        for v in [0, 1] {
+            let spec = crd
+                .pointer(&format!(
+                    "/spec/versions/{v}/schema/openAPIV3Schema/properties/spec"
+                ))
+                .expect("spec schema");
+            let rules = |s: &serde_json::Value| s["x-kubernetes-validations"].to_string();
+            assert!(rules(spec).contains("!has(self.claimNames)"), "{spec}");
+            assert!(rules(spec).contains("!has(self.connectionSecretKeys)"), "{spec}");
+            let props = &spec["properties"];
+            for field in ["group", "names", "scope", "claimNames", "enforcedCompositionRef"] {
+                assert!(
+                    rules(&props[field]).contains("self == oldSelf"),
+                    "{field}: {}",
+                    props[field]
+                );
+            }
+            for field in ["names", "claimNames"] {
+                assert!(
+                    rules(&props[field]).contains("self.plural.lowerAscii()"),
+                    "{field}"
+                );
+                assert!(
+                    rules(&props[field]).contains("self.singular.lowerAscii()"),
+                    "{field}"
+                );
+            }
+            assert_eq!(
+                props["claimNames"]["required"],
+                serde_json::json!(["kind", "plural"])
+            );
+            let version = &props["versions"]["items"]["properties"];
+            assert_eq!(version["deprecationWarning"]["maxLength"], 256);
+            assert!(
+                version["subresources"]["properties"]["scale"]["properties"]
+                    .get("specReplicasPath")
+                    .is_some(),
+                "{}",
+                version["subresources"]
+            );
+        }
     }
 
     #[test]

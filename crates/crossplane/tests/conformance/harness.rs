@@ -63,6 +63,12 @@ impl World {
     /// Installs the CRDs and the core's RBAC, and starts the RBAC manager, the core (under its
     /// ServiceAccount) and the function.
     pub async fn start(scenario: &str) -> anyhow::Result<World> {
+        Self::start_with(scenario, &[]).await
+    }
+
+    /// [`World::start`] with more flags for the core (as upstream's suites install Crossplane with
+    /// more Helm `args`, e.g. `--enable-operations` for the ops suite).
+    pub async fn start_with(scenario: &str, core_flags: &[&str]) -> anyhow::Result<World> {
         let cluster = testenv::Cluster::shared()?;
         let client = cluster.client().await?;
         install_crds(&client).await?;
@@ -126,20 +132,22 @@ impl World {
             webhook_port.to_string(),
             format!("https://127.0.0.1:{webhook_port}"),
         );
+        let mut core_args = vec![
+            "core",
+            "start",
+            "--watch-label-selector",
+            &selector,
+            "--namespace",
+            &system,
+            "--webhook-port",
+            &port,
+            "--webhook-url",
+            &url,
+        ];
+        core_args.extend_from_slice(core_flags);
         let core = Process::start(
             &kubeconfig,
-            &[
-                "core",
-                "start",
-                "--watch-label-selector",
-                &selector,
-                "--namespace",
-                &system,
-                "--webhook-port",
-                &port,
-                "--webhook-url",
-                &url,
-            ],
+            &core_args,
             &format!("conformance-core-{scenario}-{id}"),
         )?;
         let python = venv_bin("python")?;
@@ -306,8 +314,20 @@ impl World {
     /// Deletes each of `objs` (foreground propagation) and waits until all are gone
     /// (upstream's `DeleteResourcesWithPropagationPolicy` and `ResourcesDeletedWithin`).
     pub async fn delete_all(&self, limit: Duration, objs: &[Value]) -> anyhow::Result<()> {
+        self.delete_all_with(limit, objs, PropagationPolicy::Foreground)
+            .await
+    }
+
+    /// [`World::delete_all`] with the propagation policy `policy` (upstream's `DeleteResources`, which
+    /// deletes in the background).
+    pub async fn delete_all_with(
+        &self,
+        limit: Duration,
+        objs: &[Value],
+        policy: PropagationPolicy,
+    ) -> anyhow::Result<()> {
         let dp = DeleteParams {
-            propagation_policy: Some(PropagationPolicy::Foreground),
+            propagation_policy: Some(policy),
             ..DeleteParams::default()
         };
         for obj in objs {
