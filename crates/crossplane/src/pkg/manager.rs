@@ -10,7 +10,7 @@
 //!    Here the others stay Active until the current revision is healthy, and only then go Inactive;
 //!    a revision that never becomes healthy leaves the old one in charge.
 //! 4. Garbage collection: with `revisionHistoryLimit` ≠ 0, the lowest-numbered inactive revision goes
-//!    while there are more than limit + 1 (one per reconcile).
+//!    while there are more than limit + 1 (one per reconcile), once none of its runtime's Pods is left.
 //! 5. `Installed` follows the current revision's desired state, `Healthy` its health.
 //!
 //! The package's own labels are copied onto its revisions (upstream copies none), so a label selector
@@ -24,7 +24,8 @@ use apis::pkg::package::{
     REASON_ACTIVE, REASON_HEALTHY, REASON_INACTIVE, REASON_UNHEALTHY, REASON_UNKNOWN_HEALTH,
     REASON_UNPACKING, TYPE_HEALTHY, TYPE_INSTALLED,
 };
-use apis::pkg::{LABEL_PACKAGE, STATE_ACTIVE, STATE_INACTIVE};
+use apis::pkg::{LABEL_PACKAGE, LABEL_REVISION, STATE_ACTIVE, STATE_INACTIVE};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
@@ -35,6 +36,9 @@ use super::kind::Kind;
 use super::object::{self, owner_ref, str_at};
 use super::{Ctx, health};
 use crate::error::Error;
+
+/// How soon garbage collection looks again at an old revision whose Pods still run.
+const GC_POLL: Duration = Duration::from_secs(2);
 
 /// The paused annotation.
 pub const ANNOTATION_PAUSED: &str = "crossplane.io/paused";
@@ -136,7 +140,9 @@ pub async fn reconcile(kind: Kind, pkg: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Re
             }
         }
     }
-    gc(&revs, &pkg, &list, &rev_name).await?;
+    let pods = (ctx.runtime && kind.has_runtime())
+        .then(|| Api::<Pod>::namespaced(ctx.client.clone(), &ctx.namespace));
+    let gc_waits = gc(&revs, &pkg, &list, &rev_name, pods.as_ref()).await?;
 
     let installed = if active {
         Condition::new(TYPE_INSTALLED, ConditionStatus::True, REASON_ACTIVE)
@@ -160,7 +166,9 @@ pub async fn reconcile(kind: Kind, pkg: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Re
     });
     object::patch_status(&pkgs, &pkg, vec![installed, healthy], fields).await?;
     let pull_always = str_at(&pkg, "/spec/packagePullPolicy") == Some("Always");
-    Ok(if pull_always {
+    Ok(if gc_waits {
+        Action::requeue(GC_POLL)
+    } else if pull_always {
         Action::requeue(Duration::from_secs(60))
     } else {
         Action::await_change()
@@ -216,14 +224,18 @@ fn new_revision(
     Ok(serde_json::from_value(rev)?)
 }
 
-/// Deletes the lowest-numbered inactive revision while there are more than `revisionHistoryLimit`
-/// + 1 (one per reconcile; 0 keeps them all).
+/// Deletes the lowest-numbered inactive revision while there are more than
+/// `revisionHistoryLimit + 1` (one per reconcile; 0 keeps them all). A revision whose runtime still has Pods in `pods`'
+/// namespace (terminating ones included) waits: deleting it would take its ServiceAccount, Role and
+/// bindings away from Pods still shutting down, so a leader's release of its Lease would be refused.
+/// Returns whether it waits for such Pods.
 async fn gc(
     revs: &Api<DynamicObject>,
     pkg: &DynamicObject,
     list: &[DynamicObject],
     current: &str,
-) -> Result<(), Error> {
+    pods: Option<&Api<Pod>>,
+) -> Result<bool, Error> {
     let limit = pkg
         .data
         .pointer("/spec/revisionHistoryLimit")
@@ -231,7 +243,7 @@ async fn gc(
         .unwrap_or(1);
     let count = list.len() + usize::from(!list.iter().any(|r| r.name_any() == current));
     if limit == 0 || i64::try_from(count).unwrap_or(i64::MAX) <= limit + 1 {
-        return Ok(());
+        return Ok(false);
     }
     let oldest = list
         .iter()
@@ -242,16 +254,26 @@ async fn gc(
                 .and_then(Value::as_i64)
                 .unwrap_or(0)
         });
-    if let Some(old) = oldest {
-        match revs.delete(&old.name_any(), &DeleteParams::default()).await {
-            Ok(_) => {
-                tracing::info!(package = %pkg.name_any(), revision = %old.name_any(), "deleted an old revision (revisionHistoryLimit)")
-            }
-            Err(e) if crate::error::is_not_found(&e) => {}
-            Err(e) => return Err(e.into()),
+    let Some(old) = oldest else {
+        return Ok(false);
+    };
+    if let Some(pods) = pods {
+        let lp = ListParams::default()
+            .labels(&format!("{LABEL_REVISION}={}", old.name_any()))
+            .limit(1);
+        if !pods.list(&lp).await?.items.is_empty() {
+            tracing::debug!(package = %pkg.name_any(), revision = %old.name_any(), "an old revision's Pods still run; garbage collection waits");
+            return Ok(true);
         }
     }
-    Ok(())
+    match revs.delete(&old.name_any(), &DeleteParams::default()).await {
+        Ok(_) => {
+            tracing::info!(package = %pkg.name_any(), revision = %old.name_any(), "deleted an old revision (revisionHistoryLimit)")
+        }
+        Err(e) if crate::error::is_not_found(&e) => {}
+        Err(e) => return Err(e.into()),
+    }
+    Ok(false)
 }
 
 #[cfg(test)]
