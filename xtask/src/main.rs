@@ -108,6 +108,10 @@ enum Command {
         /// tagged <version>-next, for a rolling update between two builds.
         #[arg(long)]
         next: bool,
+        /// Also pack function-go (our composition function on the official Go SDK, built from tests/peers)
+        /// as function-go.oci.tar and its Function package as function-go.xpkg.oci.tar.
+        #[arg(long)]
+        function: bool,
         /// Name the images `<PREFIX>/<binary>:<version>`, as `cargo xtask generate --registry` names them
         /// in deploy/ (a prefix without a registry host means docker.io).
         #[arg(long, value_name = "PREFIX", default_value = registry::DEFAULT, value_parser = registry::Registry::parse)]
@@ -203,19 +207,22 @@ fn main() {
             compression,
             pause,
             next,
+            function,
             registry,
-        } => image::run(
-            &binaries,
-            &image::Options {
+        } => {
+            let options = image::Options {
                 debug,
                 out,
                 compression,
                 pause,
                 next,
                 registry,
-            },
-        )
-        .map(|_| 0),
+            };
+            image::run(&binaries, &options).and_then(|_| match function {
+                true => image::pack_function(&options.out_dir(), compression, &options.registry).map(|_| 0),
+                false => Ok(0),
+            })
+        }
         Command::Bench { functions: true, .. } => bench::functions::run(),
         Command::Bench { quick, .. } => bench::run(quick),
         Command::NodeBench { deletions } => node::run(deletions),

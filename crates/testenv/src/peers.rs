@@ -4,6 +4,9 @@
 //! - `provider-nop-go`: a NopResource provider of our own on crossplane-runtime's managed reconciler and
 //!   controller-runtime's leader election (Lease `crossplane-leader-election-provider-nop`), serving the
 //!   CRD that `cargo xtask generate` writes to `deploy/crds`;
+//! - `function-go`: a composition function on the official Go SDK (`function-sdk-go`
+//!   [`FUNCTION_SDK_VERSION`]), which the package scenarios install as a Function package: it composes a
+//!   ConfigMap naming the XR and the FunctionRevision that served it, and marks observed resources ready;
 //! - `crossplane`: upstream's core, `go build` of `github.com/crossplane/crossplane/v2/cmd/crossplane` at
 //!   [`CROSSPLANE_VERSION`] from the Go module proxy, required by the peers' module (a `tool` line in its
 //!   go.mod), and beside it upstream's own CRDs (`cluster/crds` of that module), for `core init` (pass
@@ -33,6 +36,9 @@ pub const CROSSPLANE_VERSION: &str = "v2.3.4";
 /// crossplane-runtime's version both peers link (the one Crossplane v2.3.4's go.mod requires).
 pub const CROSSPLANE_RUNTIME_VERSION: &str = "v2.3.3";
 
+/// The official Go function SDK's version `function-go` is built on.
+pub const FUNCTION_SDK_VERSION: &str = "v0.7.0";
+
 /// The core's package in upstream's module.
 pub const CROSSPLANE_PACKAGE: &str = "github.com/crossplane/crossplane/v2/cmd/crossplane";
 
@@ -47,6 +53,8 @@ pub const CORE_LEASE: &str = "crossplane-leader-election-core";
 pub struct Peers {
     /// The crossplane-runtime NopResource provider.
     pub provider_nop: PathBuf,
+    /// A composition function on the official Go SDK (static, serves gRPC on :9443).
+    pub function: PathBuf,
     /// Upstream's `crossplane` binary (`core start`, `core init`, `rbac start`, ...).
     pub crossplane: PathBuf,
     /// Upstream's core CRDs, one YAML file each, for `crossplane core init --crds-path`.
@@ -65,7 +73,7 @@ const GO_ENV: [(&str, &str); 2] = [
     ("GONOSUMDB", "github.com/crossplane/crossplane-runtime"),
 ];
 
-/// provider-nop-go's ldflags.
+/// The ldflags of our own peers (provider-nop-go, function-go).
 fn provider_ldflags() -> String {
     "-s -w".to_string()
 }
@@ -160,22 +168,56 @@ pub fn cache_key() -> Result<String> {
     cache_key_of(&source_dir(), &go_version()?)
 }
 
-/// Returns the cached peers, building what the cache lacks for the current key into
-/// `target_dir/peers/<key>/`, one caller at a time (a file lock). `progress` receives one line now and then while Go builds. A cold build of
-/// the core takes about 6 minutes on 2 cores and 1.2 GB of memory; provider-nop-go then takes seconds.
-pub fn ensure_built(target_dir: &Path, mut progress: impl FnMut(&str)) -> Result<Peers> {
-    let key = cache_key()?;
-    let out_dir = target_dir.join("peers").join(&key);
+/// The cache directory `target_dir/peers/<key>/` for the current key, created, and its build lock held:
+/// one builder at a time (tests run in parallel, and a cold core build takes 1.2 GB). The lock is
+/// released when the returned file closes, also if this process dies.
+fn locked_cache(target_dir: &Path) -> Result<(PathBuf, std::fs::File)> {
+    let out_dir = target_dir.join("peers").join(cache_key()?);
     std::fs::create_dir_all(&out_dir).map_err(Error::io("creating the Go peers' cache", &out_dir))?;
-    // One builder at a time (tests run in parallel, and a cold core build takes 1.2 GB); the lock is
-    // released when the file closes, also if this process dies.
     let lock_path = out_dir.join(".lock");
     let lock = std::fs::File::create(&lock_path)
         .map_err(Error::io("creating the Go peers' build lock", &lock_path))?;
     lock.lock()
         .map_err(Error::io("waiting for the Go peers' build lock", &lock_path))?;
+    Ok((out_dir, lock))
+}
+
+/// Returns function-go alone, building it into `target_dir/peers/<key>/` if the cache lacks it (under
+/// the same lock as [`ensure_built`]): the package scenarios need it and not upstream's core.
+pub fn ensure_function(target_dir: &Path, mut progress: impl FnMut(&str)) -> Result<PathBuf> {
+    let (out_dir, lock) = locked_cache(target_dir)?;
+    let function = out_dir.join("function-go");
+    build_function(&function, &mut progress)?;
+    drop(lock);
+    Ok(function)
+}
+
+/// Builds function-go into `binary` unless it is there.
+fn build_function(binary: &Path, progress: &mut impl FnMut(&str)) -> Result<()> {
+    if binary.exists() {
+        return Ok(());
+    }
+    progress(&format!(
+        "building function-go (function-sdk-go {FUNCTION_SDK_VERSION}) into {}",
+        binary.display()
+    ));
+    go_build(
+        "function-go",
+        binary,
+        &provider_ldflags(),
+        "./function-go",
+        progress,
+    )
+}
+
+/// Returns the cached peers, building what the cache lacks for the current key into
+/// `target_dir/peers/<key>/`, one caller at a time (a file lock). `progress` receives one line now and then while Go builds. A cold build of
+/// the core takes about 6 minutes on 2 cores and 1.2 GB of memory; provider-nop-go then takes seconds.
+pub fn ensure_built(target_dir: &Path, mut progress: impl FnMut(&str)) -> Result<Peers> {
+    let (out_dir, lock) = locked_cache(target_dir)?;
     let peers = Peers {
         provider_nop: out_dir.join("provider-nop-go"),
+        function: out_dir.join("function-go"),
         crossplane: out_dir.join("crossplane"),
         crossplane_crds: out_dir.join("crossplane-crds"),
     };
@@ -192,6 +234,7 @@ pub fn ensure_built(target_dir: &Path, mut progress: impl FnMut(&str)) -> Result
             &mut progress,
         )?;
     }
+    build_function(&peers.function, &mut progress)?;
     if !peers.crossplane.exists() {
         progress(&format!(
             "building upstream's core (crossplane {CROSSPLANE_VERSION}) into {}; a cold build takes about \

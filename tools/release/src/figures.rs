@@ -1,7 +1,8 @@
 //! The README's figures, rendered by `cargo xtask generate` from the JSON files the measuring commands
 //! wrote (`cargo xtask chaos` → `docs/reliability.json`, `cargo xtask fencing` → `docs/fencing.json`,
 //! `cargo xtask bench` → `docs/benchmarks.json`, `cargo xtask bench --functions` →
-//! `docs/functions-benchmark.json`, `cargo xtask metrics-names` → `docs/metrics-names.json`), between
+//! `docs/functions-benchmark.json`, `cargo xtask metrics-names` → `docs/metrics-names.json`, `cargo xtask package-bench` →
+//! `docs/packages.json`), between
 //! markers, so that `generate --check` fails when a paragraph and its artifact disagree. Each artifact
 //! names the commit it measured ([`crate::provenance`]), and each rendered block says which.
 
@@ -17,7 +18,7 @@ struct Block {
     render: fn(&Value) -> anyhow::Result<String>,
 }
 
-const BLOCKS: [Block; 6] = [
+const BLOCKS: [Block; 7] = [
     Block {
         name: "conformance",
         source: "conformance.json",
@@ -47,6 +48,11 @@ const BLOCKS: [Block; 6] = [
         name: "metrics",
         source: "metrics-names.json",
         render: metrics,
+    },
+    Block {
+        name: "packages",
+        source: "packages.json",
+        render: packages,
     },
 ];
 
@@ -209,6 +215,36 @@ fn conformance(j: &Value) -> anyhow::Result<String> {
         );
     }
     Ok(s)
+}
+
+/// The package manager on the node: install time, and the upgrade's gap ours against upstream's order.
+fn packages(j: &Value) -> anyhow::Result<String> {
+    Ok(format!(
+        "`cargo xtask package-bench` writes [docs/packages.md](docs/packages.md) ({}): an upstream-shaped \
+         `Provider` pulled from the test bed's OCI registry is Installed and Healthy {:.1} s after \
+         `kubectl apply`, with {} Ready Pods and one leader. A `Function` of our function on the official Go \
+         SDK is Healthy {:.1} s after apply, and an XR composes through it, over the cluster's DNS and mutual \
+         TLS, {:.1} s after its creation; a `Configuration` that depends on a Provider installs both, the \
+         Provider Healthy {:.1} s after the Configuration's apply. Upgrading `spec.package` v1 ↔ v2 under churn, \
+         {} times each way, the Lease had no holder for p50 **{}** / p99 {} our way (the old Deployment \
+         runs until a new Pod leads), against p50 {} / p99 {} in upstream's order (the old Deployment \
+         deleted first); the audit-log checker found {} violations in {} writes of the revisions, and \
+         {} requests were refused with 403.\n",
+        origin(j)?,
+        float(j, "/install/apply_to_healthy_s")?,
+        at(j, "/install/ready_pods")?,
+        float(j, "/function/apply_to_healthy_s")?,
+        float(j, "/function/xr_ready_s")?,
+        float(j, "/configuration/dependency_healthy_s")?,
+        at(j, "/ours/upgrades")?,
+        ms(float(j, "/ours/no_leader_ms_p50")?),
+        ms(float(j, "/ours/no_leader_ms_p99")?),
+        ms(float(j, "/upstream_order/no_leader_ms_p50")?),
+        ms(float(j, "/upstream_order/no_leader_ms_p99")?),
+        at(j, "/violations")?,
+        count(at(j, "/writes_checked")?)?,
+        at(j, "/refused_403")?,
+    ))
 }
 
 fn metrics(j: &Value) -> anyhow::Result<String> {

@@ -149,6 +149,17 @@ pub struct Options {
     pub registry: Registry,
 }
 
+impl Options {
+    /// Where the archives go: [`Options::out`], else `target/images` (`target/images/debug` with
+    /// [`Options::debug`]).
+    pub fn out_dir(&self) -> PathBuf {
+        self.out.clone().unwrap_or_else(|| {
+            let dir = target_dir().join("images");
+            if self.debug { dir.join("debug") } else { dir }
+        })
+    }
+}
+
 /// Looks the binaries up by name (all when `names` is empty).
 pub fn select(names: &[String]) -> anyhow::Result<Vec<&'static Binary>> {
     if names.is_empty() {
@@ -224,10 +235,7 @@ pub fn pack_next(next: &[(&str, Binary)], out_dir: &Path, options: &Options) -> 
 pub fn run(names: &[String], options: &Options) -> anyhow::Result<Vec<PathBuf>> {
     let selected = select(names)?;
     let bin_dir = cargo_build(&selected, !options.debug)?;
-    let out_dir = options.out.clone().unwrap_or_else(|| {
-        let dir = target_dir().join("images");
-        if options.debug { dir.join("debug") } else { dir }
-    });
+    let out_dir = options.out_dir();
     std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let level = Compression::new(options.compression.unwrap_or(6).min(9));
     let mut archives = Vec::new();
@@ -264,6 +272,32 @@ pub fn run(names: &[String], options: &Options) -> anyhow::Result<Vec<PathBuf>> 
         archives.push(archive);
     }
     Ok(archives)
+}
+
+/// Packs function-go (our composition function on the official Go SDK, built from `tests/peers`) into
+/// `out_dir` as `function-go.oci.tar`, and its Function package as `function-go.xpkg.oci.tar` (gzip
+/// level `compression`, default 6); returns the two paths.
+pub fn pack_function(
+    out_dir: &Path,
+    compression: Option<u32>,
+    registry: &Registry,
+) -> anyhow::Result<(PathBuf, PathBuf)> {
+    std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    let binary = testenv::peers::ensure_function(&target_dir(), |line| eprintln!("[peers] {line}"))
+        .context("building function-go (Go)")?;
+    let archive = out_dir.join(format!("{}.oci.tar", crate::package::FUNCTION));
+    let level = Compression::new(compression.unwrap_or(6).min(9));
+    pack_static(
+        crate::package::FUNCTION,
+        crate::package::FUNCTION_DESCRIPTION,
+        &binary,
+        &archive,
+        level,
+    )?;
+    eprintln!("[image] {}", archive.display());
+    let xpkg = crate::package::pack_function(&archive, registry, TAG)?;
+    eprintln!("[image] {} (the image with its package layer)", xpkg.display());
+    Ok((archive, xpkg))
 }
 
 /// Packs `binary` as the image of `b`, named under `registry`, into the OCI archive `archive`.

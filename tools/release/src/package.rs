@@ -1,7 +1,9 @@
 //! The xpkg packages `cargo xtask image` builds beside the images: for each provider, its image with
 //! one more layer, annotated `io.crossplane.xpkg: base`, holding `package.yaml` (a
 //! `meta.pkg.crossplane.io/v1` Provider and the provider's CRDs, from the same Rust types as deploy/).
-//! The packing and parsing live in the `xpkg` crate; this module only says what goes in.
+//! With `--function`, function-go (our composition function on the official Go SDK) is packed the same
+//! way, as a meta Function. The packing and parsing live in the `xpkg` crate; this module only says
+//! what goes in.
 
 use std::path::{Path, PathBuf};
 
@@ -52,6 +54,38 @@ pub fn pack(b: &Binary, image: &Path, registry: &Registry, tag: &str) -> anyhow:
     Ok(Some(out))
 }
 
+/// The function `cargo xtask image --function` packs: our composition function on the official Go SDK.
+pub const FUNCTION: &str = "function-go";
+/// One line on what it is.
+pub const FUNCTION_DESCRIPTION: &str = "A composition function on the official Go SDK (function-sdk-go): composes a ConfigMap naming its revision";
+
+/// function-go's package: a meta Function with the `composition` capability, and no CRDs.
+pub fn function_package() -> anyhow::Result<xpkg::Package> {
+    let meta = json!({
+        "apiVersion": "meta.pkg.crossplane.io/v1",
+        "kind": "Function",
+        "metadata": {
+            "name": FUNCTION,
+            "annotations": {
+                "meta.crossplane.io/maintainer": "crossplane-rs",
+                "meta.crossplane.io/source": env!("CARGO_PKG_REPOSITORY"),
+                "meta.crossplane.io/description": FUNCTION_DESCRIPTION,
+            },
+        },
+        "spec": {"capabilities": ["composition"]},
+    });
+    Ok(xpkg::Package::new(meta, Vec::new())?)
+}
+
+/// Writes function-go's xpkg next to its image archive `image` (as `function-go.xpkg.oci.tar`).
+pub fn pack_function(image: &Path, registry: &Registry, tag: &str) -> anyhow::Result<PathBuf> {
+    let runtime = xpkg::archive::read(image)?;
+    let xpkg = xpkg::Image::xpkg(&function_package()?, Some(&runtime))?;
+    let out = image.with_file_name(format!("{FUNCTION}.xpkg.oci.tar"));
+    xpkg::archive::write(&xpkg, &registry.full_reference(FUNCTION, tag), &out)?;
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,5 +105,13 @@ mod tests {
             let again = xpkg::Package::parse(p.to_yaml().expect("yaml").as_bytes()).expect("parses");
             assert_eq!(again, p);
         }
+    }
+
+    #[test]
+    fn the_function_package_is_one_meta_function() {
+        let p = function_package().expect("a package");
+        assert_eq!(p.kind, xpkg::MetaKind::Function);
+        assert_eq!(p.name(), FUNCTION);
+        assert_eq!(p.objects_of("CustomResourceDefinition").count(), 0);
     }
 }

@@ -91,9 +91,21 @@ pub const ARTIFACTS: &[Artifact] = &[
         command: "cargo xtask node-bench",
         measures: &[
             "crates/election/src",
-            "crates/testenv/src/node.rs",
+            "crates/testenv/src/node",
             "crates/manager/src/run/own_pod.rs",
             "tests/e2e/src/node",
+        ],
+    },
+    Artifact {
+        json: "packages.json",
+        markdown: Some("packages.md"),
+        command: "cargo xtask package-bench",
+        measures: &[
+            "crates/crossplane/src/pkg",
+            "crates/crossplane/src/rbac",
+            "crates/xpkg/src",
+            "tests/e2e/src/packages",
+            "tests/peers/function-go",
         ],
     },
     Artifact {
@@ -210,7 +222,11 @@ fn check_one(root: &Path, docs: &Path, a: &Artifact, json: &Value) -> anyhow::Re
     }
     if let Some(md) = a.markdown {
         let text = std::fs::read_to_string(docs.join(md)).unwrap_or_default();
-        if !text.contains(&format!("`{}`", short(commit))) {
+        // A report names its run's commit in backticks, short or in full.
+        let named = [short(commit), commit]
+            .iter()
+            .any(|c| text.contains(&format!("`{c}`")));
+        if !named {
             problems.push(format!(
                 "docs/{md} does not name commit {} as docs/{} does: they come from different runs; run `{}`",
                 short(commit),
@@ -330,6 +346,30 @@ mod tests {
         }});
         let problems = check_one(&root, &root.join("docs"), &artifact(), &json)?;
         assert!(problems.iter().any(|p| p.contains("is stale")), "{problems:?}");
+        Ok(())
+    }
+    #[test]
+    fn a_report_names_its_commit_short_or_in_full() -> anyhow::Result<()> {
+        let root = testenv::harness::repo_root();
+        let mut p = capture("cargo xtask x", &["crates/election/src"])?;
+        p["uncommitted_changes_to_measured_code"] = false.into();
+        let commit = p["commit"].as_str().unwrap_or_default().to_owned();
+        let docs = std::env::temp_dir().join(format!("provenance-{}", std::process::id()));
+        std::fs::create_dir_all(&docs)?;
+        let a = Artifact {
+            markdown: Some("x.md"),
+            ..artifact()
+        };
+        let json = json!({ "provenance": p });
+        let names = |text: String| -> anyhow::Result<bool> {
+            std::fs::write(docs.join("x.md"), text)?;
+            let problems = check_one(&root, &docs, &a, &json)?;
+            Ok(!problems.iter().any(|p| p.contains("does not name commit")))
+        };
+        assert!(names(format!("at commit `{}`", short(&commit)))?);
+        assert!(names(format!("at commit `{commit}`"))?);
+        assert!(!names("at commit `0123456789ab`".to_owned())?);
+        std::fs::remove_dir_all(&docs)?;
         Ok(())
     }
 }

@@ -110,8 +110,8 @@ pub(super) fn document(run: &Run<'_>) -> anyhow::Result<String> {
     writeln!(md)?;
     writeln!(
         md,
-        "`kubectl delete pod` of provider-nop's leader (the kubelet sends SIGTERM; the replica releases \
-         its Lease), timed from the delete request to the first read of the Lease naming another Pod (the standby, or the \
+        "`kubectl delete pod` of provider-nop's leader (our replica sees its own Pod's deletionTimestamp and \
+         releases its Lease before the kubelet's SIGTERM; client-go's candidate releases on that SIGTERM), timed from the delete request to the first read of the Lease naming another Pod (the standby, or the \
          replacement when it wins the race for the released Lease), \
          {deletions} times, each once the Deployment was back to 2 Ready Pods."
     )?;
@@ -124,7 +124,8 @@ pub(super) fn document(run: &Run<'_>) -> anyhow::Result<String> {
          `CGO_ENABLED=0`) imported like ours, with provider-nop's conditions: lease duration {:?}, renew \
          deadline {:?}, retry period {:?}, terminationGracePeriodSeconds {grace}, identity from the downward \
          API's POD_NAME, and `ReleaseOnCancel: {release_on_cancel}` (what controller-runtime users set with \
-         `LeaderElectionReleaseOnCancel`; both release the Lease on SIGTERM).",
+         `LeaderElectionReleaseOnCancel`; it releases the Lease on SIGTERM, as ours also does when no watch \
+         of its Pod saw the deletion first).",
         candidate::NAMESPACE,
         timings.lease_duration,
         timings.renew_deadline,

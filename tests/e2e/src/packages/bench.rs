@@ -7,14 +7,6 @@ use release::{image, target_dir};
 
 use super::{Archives, Outcome};
 
-/// The code docs/packages.json measures.
-pub const MEASURES: &[&str] = &[
-    "crates/crossplane/src/pkg",
-    "crates/crossplane/src/rbac",
-    "crates/xpkg/src",
-    "tests/e2e/src/packages",
-];
-
 /// Builds the debug images the scenario pushes (the core, provider-nop's package and its second build)
 /// and the pause image, under `target/images/packages`.
 pub fn build_archives() -> anyhow::Result<(Archives, std::path::PathBuf)> {
@@ -27,13 +19,29 @@ pub fn build_archives() -> anyhow::Result<(Archives, std::path::PathBuf)> {
         next: true,
         registry: Default::default(),
     };
-    image::run(&["crossplane".to_string(), super::PROVIDER.to_string()], &options)?;
+    image::run(
+        &[
+            "crossplane".to_string(),
+            super::PROVIDER.to_string(),
+            "provider-kubernetes".to_string(),
+        ],
+        &options,
+    )?;
+    image::pack_function(&out, options.compression, &options.registry)?;
     let archives = Archives {
         core: out.join("crossplane.oci.tar"),
         package: out.join("provider-nop.xpkg.oci.tar"),
         next: out.join("provider-nop-next.oci.tar"),
+        function: out.join("function-go.xpkg.oci.tar"),
+        dependency: out.join("provider-kubernetes.xpkg.oci.tar"),
     };
-    for a in [&archives.core, &archives.package, &archives.next] {
+    for a in [
+        &archives.core,
+        &archives.package,
+        &archives.next,
+        &archives.function,
+        &archives.dependency,
+    ] {
         anyhow::ensure!(a.exists(), "cargo xtask image did not write {}", a.display());
     }
     Ok((archives, out.join("pause.oci.tar")))
@@ -69,8 +77,7 @@ pub fn run(upgrades: usize) -> anyhow::Result<i32> {
         return Ok(2);
     }
     let command = format!("cargo xtask package-bench --upgrades {upgrades}");
-    // Not yet a registered artifact (tools/release/src/provenance.rs): it is, once a run on main wrote it.
-    let provenance = release::provenance::capture(&command, MEASURES)?;
+    let provenance = release::provenance::for_artifact("packages.json", &command)?;
     let o = run_on_node("package-bench", upgrades)?;
     let docs = testenv::harness::repo_root().join("docs");
     let md = docs.join("packages.md");
@@ -89,7 +96,8 @@ pub fn run(upgrades: usize) -> anyhow::Result<i32> {
 
 impl Outcome {
     /// Fails unless the run was safe and complete: writes checked and no violation, every NopResource
-    /// Ready, every upgrade handed the Lease over.
+    /// Ready, every upgrade handed the Lease over, upstream's order showing a gap (the measure's
+    /// positive control) and ours none longer than upstream's shortest.
     pub fn check(&self) -> anyhow::Result<()> {
         anyhow::ensure!(self.writes > 0, "no write of the provider was checked");
         anyhow::ensure!(self.violations.is_empty(), "violations: {:#?}", self.violations);
@@ -107,6 +115,25 @@ impl Outcome {
                 u.change
             );
         }
+        // The gap measure's positive control: upstream's order must show a gap, and ours must not be
+        // longer than upstream's shortest.
+        let gaps = |way| {
+            self.upgrades
+                .iter()
+                .filter(move |u| u.way == way)
+                .map(|u| u.gap_ms)
+        };
+        let ours = gaps(super::Way::Ours).fold(0.0, f64::max);
+        let upstream = gaps(super::Way::Upstream).fold(f64::INFINITY, f64::min);
+        anyhow::ensure!(
+            upstream.is_finite() && upstream > 0.0,
+            "upstream's order showed no time without a leader: the gap measure is blind"
+        );
+        anyhow::ensure!(
+            ours <= upstream,
+            "an upgrade our way left the Lease without a holder for {ours:.0} ms, longer than upstream's \
+             order at its best ({upstream:.0} ms)"
+        );
         anyhow::ensure!(
             self.terms.iter().all(|(_, v)| !v.contains(',')),
             "a term with two versions: {:?}",

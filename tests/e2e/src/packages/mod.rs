@@ -10,20 +10,21 @@
 //!    timed until it is Installed and Healthy; its runtime must have 2 Ready Pods, one holding the
 //!    package's Lease, and its NopResources must become Ready (the RBAC manager grants the revision its
 //!    kinds).
-//! 4. While NopResources keep changing, `spec.package` goes v1 → v2 → v1 … `--upgrades` times our way
+//! 4. function-go's package (our function on the official Go SDK) is installed with a `Function`
+//!    manifest ([`function`]); a `Configuration` whose package holds an XRD and a Composition through
+//!    that function, and depends on provider-kubernetes's package, installs both ([`configuration`]);
+//!    and an XR composes through the function over mutual TLS.
+//! 5. While NopResources keep changing, `spec.package` goes v1 → v2 → v1 … `--upgrades` times our way
 //!    (the old Deployment runs until the new one is Available and one of its Pods leads), then as many
 //!    times upstream's way (the old revision deactivated and its Deployment deleted at once, before
 //!    the new one runs; done by hand through `revisionActivationPolicy: Manual`).
-//! 5. The audit log gives, per upgrade, the longest time nobody held the Lease, and for the whole run
+//! 6. The audit log gives, per upgrade, the longest time nobody held the Lease, and for the whole run
 //!    the writes of every revision's ServiceAccount checked against their writer's terms, the
 //!    violations and the version that acted in each term ([`crate::checker`]).
-//!
-//! **Not yet run.** containerd must first be told to pull from the registry over plain HTTP: a
-//! `certs.d/<host>/hosts.toml` (`server = "http://<host>"`, capabilities pull and resolve) under the
-//! CRI's `registry.config_path` in `testenv::node`'s containerd configuration. That file is measured
-//! code (docs/node.json), so the change waits for the next `cargo xtask node-bench` run.
 
 pub mod bench;
+pub mod configuration;
+pub mod function;
 pub mod report;
 
 use std::path::{Path, PathBuf};
@@ -66,6 +67,11 @@ pub struct Archives {
     pub package: PathBuf,
     /// provider-nop's second build (`provider-nop-next.oci.tar`), the runtime of package `v2`.
     pub next: PathBuf,
+    /// function-go's package (`function-go.xpkg.oci.tar`: its static image with the package layer).
+    pub function: PathBuf,
+    /// provider-kubernetes's package (`provider-kubernetes.xpkg.oci.tar`), the Configuration's
+    /// dependency.
+    pub dependency: PathBuf,
 }
 
 /// How an upgrade was done.
@@ -101,6 +107,10 @@ pub struct Outcome {
     pub registry: String,
     /// Seconds from `kubectl apply` of the Provider until it was Installed and Healthy.
     pub apply_to_healthy: f64,
+    /// The Function's part: installed from its package, an XR composed through it.
+    pub function: function::FunctionOutcome,
+    /// The Configuration's part: it and its dependency installed.
+    pub configuration: configuration::ConfigurationOutcome,
     /// The first revision's Ready Pods, and which one held the Lease.
     pub pods: Vec<String>,
     /// The first leader.
@@ -123,14 +133,64 @@ pub struct Outcome {
     pub refused: Vec<String>,
 }
 
-fn provider_api(client: &Client) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("pkg.crossplane.io", "v1", "Provider");
+/// The cluster-scoped API of `kind` in `group`/`version`.
+fn api(client: &Client, group: &str, version: &str, kind: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk(group, version, kind);
     Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk))
 }
 
+/// The API of a `pkg.crossplane.io/v1` kind (Provider, FunctionRevision, ...).
+fn pkg_api(client: &Client, kind: &str) -> Api<DynamicObject> {
+    api(client, "pkg.crossplane.io", "v1", kind)
+}
+
+fn provider_api(client: &Client) -> Api<DynamicObject> {
+    pkg_api(client, "Provider")
+}
+
 fn revision_api(client: &Client) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("pkg.crossplane.io", "v1", "ProviderRevision");
-    Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk))
+    pkg_api(client, "ProviderRevision")
+}
+
+/// Polls `get` every 250 ms until it gives a value (`Ok`), for at most `timeout`; fails naming `what`
+/// and what was last seen (the `Err` of the last poll).
+async fn wait_for<T>(
+    what: &str,
+    timeout: Duration,
+    mut get: impl AsyncFnMut() -> anyhow::Result<Result<T, String>>,
+) -> anyhow::Result<T> {
+    let start = Instant::now();
+    loop {
+        let seen = match get().await? {
+            Ok(v) => return Ok(v),
+            Err(seen) => seen,
+        };
+        ensure!(
+            start.elapsed() < timeout,
+            "{what} did not happen within {}s; last seen: {seen}",
+            timeout.as_secs()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Waits until the package `name` of `packages` (Provider, Function or Configuration) is Installed and
+/// Healthy; returns it and its `status.currentRevision`.
+async fn wait_healthy(
+    packages: &Api<DynamicObject>,
+    name: &str,
+    timeout: Duration,
+) -> anyhow::Result<(DynamicObject, String)> {
+    let p = wait_for(&format!("{name} Installed and Healthy"), timeout, async || {
+        Ok(match packages.get_opt(name).await? {
+            Some(p) if is_true(&p, "Installed") && is_true(&p, "Healthy") => Ok(p),
+            Some(p) => Err(p.data["status"]["conditions"].to_string()),
+            None => Err(format!("no package {name}")),
+        })
+    })
+    .await?;
+    let revision = current_revision(&p)?;
+    Ok((p, revision))
 }
 
 fn is_true(obj: &DynamicObject, kind: &str) -> bool {
@@ -179,13 +239,66 @@ pub async fn push(registry: &testenv::Registry, archives: &Archives) -> anyhow::
     Ok((v1, v2))
 }
 
+/// Pushes provider-kubernetes's package (`archive`) at [`configuration::DEPENDENCY_TAG`] and the
+/// Configuration that depends on it; returns the Configuration's reference and the dependency's
+/// repository.
+pub async fn push_configuration(
+    registry: &testenv::Registry,
+    archive: &Path,
+) -> anyhow::Result<(String, String)> {
+    let client = xpkg::registry::Client::new("crossplane-rs-e2e")?.with_plain_http([registry.host.clone()]);
+    let dependency = registry.reference(
+        configuration::DEPENDENCY_REPOSITORY,
+        configuration::DEPENDENCY_TAG,
+    );
+    client
+        .push(
+            &xpkg::archive::read(archive)?,
+            &xpkg::Reference::parse(&dependency)?,
+            None,
+        )
+        .await
+        .with_context(|| format!("pushing {dependency}"))?;
+    let source = dependency
+        .rsplit_once(':')
+        .map(|(repo, _)| repo.to_string())
+        .context("a reference without a tag")?;
+    let image = xpkg::Image::xpkg(&configuration::package(&source)?, None)?;
+    let reference = registry.reference(configuration::REPOSITORY, "v1.0.0");
+    client
+        .push(&image, &xpkg::Reference::parse(&reference)?, None)
+        .await
+        .with_context(|| format!("pushing {reference}"))?;
+    Ok((reference, source))
+}
+
+/// Pushes function-go's package (`archive`, from `cargo xtask image --function`); returns its reference.
+pub async fn push_function(registry: &testenv::Registry, archive: &Path) -> anyhow::Result<String> {
+    let client = xpkg::registry::Client::new("crossplane-rs-e2e")?.with_plain_http([registry.host.clone()]);
+    let reference = registry.reference(function::REPOSITORY, "v1");
+    client
+        .push(
+            &xpkg::archive::read(archive)?,
+            &xpkg::Reference::parse(&reference)?,
+            None,
+        )
+        .await
+        .with_context(|| format!("pushing {reference}"))?;
+    Ok(reference)
+}
+
 /// The overlay: the core, the RBAC manager, the CRDs and roles of deploy/, their image from the
 /// registry, and the core told to fetch from it over plain HTTP.
 pub fn write_overlay(dir: &Path, registry: &str) -> anyhow::Result<PathBuf> {
     let (overlay, deploy) = workload::overlay_dir(dir)?;
+    // kustomize takes files only from within the overlay, so the namespace is copied in.
+    let root = testenv::harness::repo_root();
+    let namespace = overlay.join("namespace.yaml");
+    std::fs::copy(root.join("deploy/namespace.yaml"), &namespace)
+        .with_context(|| format!("copying deploy/namespace.yaml to {}", namespace.display()))?;
     let text = format!(
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n\
-         - {deploy}/namespace.yaml\n- {deploy}/crds\n- {deploy}/crossplane\n\
+         - namespace.yaml\n- {deploy}/crds\n- {deploy}/crossplane\n\
          - {deploy}/crossplane-rbac-manager\n- {deploy}/crossplane-roles\n\
          images:\n- name: {repo}/crossplane\n  newName: {registry}/{repo}/crossplane\n  newTag: \"{tag}\"\n\
          patches:\n- target:\n    kind: Deployment\n    name: crossplane\n  patch: |-\n\
@@ -253,6 +366,28 @@ pub async fn run(
                 .collect()
         })
         .unwrap_or_default();
+
+    let function_package = push_function(&registry, &archives.function).await?;
+    let mut function = function::install(
+        &client,
+        cluster.kubeconfig(),
+        dir,
+        &function_package,
+        READY_TIMEOUT,
+    )
+    .await?;
+    let (configuration_package, dependency_source) =
+        push_configuration(&registry, &archives.dependency).await?;
+    let configuration = configuration::install(
+        &client,
+        cluster.kubeconfig(),
+        dir,
+        &configuration_package,
+        &dependency_source,
+        READY_TIMEOUT,
+    )
+    .await?;
+    function::compose(&client, &mut function, READY_TIMEOUT).await?;
 
     let nops = workload::nop_api(&client);
     for i in 0..NOPS {
@@ -371,6 +506,8 @@ pub async fn run(
     Ok(Outcome {
         registry: registry.host().to_string(),
         apply_to_healthy,
+        function,
+        configuration,
         pods,
         leader,
         crds,
@@ -487,7 +624,7 @@ fn current_revision(p: &DynamicObject) -> anyhow::Result<String> {
     p.data["status"]["currentRevision"]
         .as_str()
         .map(str::to_string)
-        .context("the Provider has no status.currentRevision yet")
+        .with_context(|| format!("{} has no status.currentRevision yet", p.name_any()))
 }
 
 fn revision_of(d: &Deployment) -> Option<&str> {
@@ -550,20 +687,20 @@ async fn wait_provider(
 
 /// Waits until the runtime of `revision` has 2 Pods, Running and Ready; returns their names.
 async fn wait_runtime(client: &Client, revision: &str, timeout: Duration) -> anyhow::Result<Vec<String>> {
-    let start = Instant::now();
-    loop {
-        let pods = runtime_pods(client, revision).await?;
-        if pods.len() == 2 && pods.iter().all(workload::is_ready) {
-            return Ok(pods.iter().map(|p| workload::name(p).to_string()).collect());
-        }
-        ensure!(
-            start.elapsed() < timeout,
-            "the runtime of {revision} did not have 2 Ready Pods within {}s (it has {})",
-            timeout.as_secs(),
-            pods.len()
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    wait_for(
+        &format!("2 Ready Pods of {revision}'s runtime"),
+        timeout,
+        async || {
+            let pods = runtime_pods(client, revision).await?;
+            let ready = pods.iter().filter(|p| workload::is_ready(p)).count();
+            Ok(if pods.len() == 2 && ready == 2 {
+                Ok(pods.iter().map(|p| workload::name(p).to_string()).collect())
+            } else {
+                Err(format!("{} Pods, {ready} Ready", pods.len()))
+            })
+        },
+    )
+    .await
 }
 
 /// Waits until one of `pods` holds the package's Lease; returns it.

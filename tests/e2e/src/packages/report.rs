@@ -41,6 +41,17 @@ pub fn json(o: &Outcome, provenance: &Value) -> Value {
         "registry": o.registry,
         "install": {"apply_to_healthy_s": o.apply_to_healthy, "ready_pods": o.pods.len(),
                     "leader": o.leader, "crds": o.crds},
+        "function": {"package": o.function.package, "apply_to_healthy_s": o.function.apply_to_healthy,
+                     "revision": o.function.revision, "endpoint": o.function.endpoint,
+                     "ready_pods": o.function.pods.len(), "xr_ready_s": o.function.xr_ready,
+                     "composed": o.function.composed.0, "composed_by_revision": o.function.composed.1},
+        "configuration": {"package": o.configuration.package,
+                          "apply_to_healthy_s": o.configuration.apply_to_healthy,
+                          "objects": o.configuration.objects,
+                          "dependency": o.configuration.dependency.0,
+                          "dependency_package": o.configuration.dependency.1,
+                          "dependency_healthy_s": o.configuration.dependency_healthy,
+                          "dependency_ready_pods": o.configuration.dependency_pods.len()},
         "ours": way(Way::Ours),
         "upstream_order": way(Way::Upstream),
         "changes": o.changes,
@@ -85,6 +96,39 @@ pub fn markdown(o: &Outcome, provenance: &Value) -> String {
             o.pods.join(", "),
             o.leader,
             super::NOPS,
+        ),
+        String::new(),
+        format!(
+            "A `Function` of function-go's package (our function on the official Go SDK, function-sdk-go, \
+             at `{}`) was Installed and Healthy **{:.1} s** after `kubectl apply`; its FunctionRevision `{}` \
+             became Active at `{}` with {} Ready Pods. An XR whose Composition's one step is that function \
+             (installed by the Configuration below) was Ready **{:.1} s** after its creation: the core, in its Pod, found the headless Service \
+             through the cluster's DNS and called the function over mutual TLS (the Function has no \
+             development annotation, and function-go serves only with the certificates the package \
+             manager mounted). The ConfigMap it composed, `{}`, names the revision that served the call, \
+             `{}`.",
+            o.function.package,
+            o.function.apply_to_healthy,
+            o.function.revision,
+            o.function.endpoint,
+            o.function.pods.len(),
+            o.function.xr_ready,
+            o.function.composed.0,
+            o.function.composed.1,
+        ),
+        String::new(),
+        format!(
+            "A `Configuration` (`{}`) whose package holds that XRD and Composition and depends on \
+             provider-kubernetes's package (not installed) was Installed and Healthy **{:.1} s** after \
+             `kubectl apply`, with {}; the Lock installed its dependency as Provider `{}` from `{}`, \
+             Healthy {:.1} s after the Configuration's apply with {} Ready Pods.",
+            o.configuration.package,
+            o.configuration.apply_to_healthy,
+            o.configuration.objects.join(", "),
+            o.configuration.dependency.0,
+            o.configuration.dependency.1,
+            o.configuration.dependency_healthy,
+            o.configuration.dependency_pods.len(),
         ),
         String::new(),
         "## Upgrade under churn".to_string(),
