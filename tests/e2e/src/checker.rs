@@ -12,7 +12,8 @@
 //! Every finding carries the apiserver's answer ([`Violation::code`]): a late write that was refused
 //! (403 from the server-side fence, 409 from a stale resourceVersion) changed nothing, while one that
 //! was admitted (2xx) or never answered (0: cut off by an apiserver restart, outcome unknown) may have.
-//! Callers judge by it.
+//! Callers judge by it; a write whose answer did not tell can be settled by reading its object back
+//! ([`settle`]).
 //!
 //! Times come from the apiserver's clock only. A write *happened after* an event when the apiserver
 //! received it after the event's response was complete (`received >= stage_time`), which is strict:
@@ -26,6 +27,9 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use testenv::AuditEvent;
+
+mod settle;
+pub use settle::{Readback, Settled, settle};
 
 /// The lock object: a Lease (`leases`) or a ConfigMap (`configmaps`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -37,6 +37,7 @@ pub const ARTIFACTS: &[Artifact] = &[
             "crates/election/src",
             "tests/e2e/src/schedule",
             "tests/e2e/src/checker.rs",
+            "tests/e2e/src/checker",
             "tests/e2e/src/relay.rs",
             "deploy/fencing",
         ],

@@ -15,13 +15,15 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use jiff::Timestamp;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
 use testenv::AuditEvent;
 
 use super::fence::PROBE_PREFIX;
 use super::report::{AuditFigures, ClientGoFigures, Expected, FreezeRecord, LateWrite};
 use super::world::World;
 use super::{CURRENT_VERSION, Fault, Group, NEXT_VERSION, Report};
-use crate::checker::{self, Lock, Violation, writer};
+use crate::checker::{self, Lock, Readback, Settled, Violation, writer};
 
 /// Answers with which the apiserver refuses a write before validating admission runs, so before the
 /// fence can: a stale resourceVersion (409) or a missing object (404).
@@ -70,6 +72,7 @@ impl World<'_> {
         let misattributed = self.misattributed(&judged, &mut report);
         report.violations.extend(misattributed);
 
+        let mut unsettled = Vec::new();
         for g in Group::ALL {
             let lock = Lock::lease(&self.ns, g.lease());
             let identities: BTreeSet<&str> = self
@@ -109,12 +112,28 @@ impl World<'_> {
                 let held = self.pauses.iter().any(|p| {
                     p.in_flight && p.identity == v.identity && p.stopped <= v.time && v.time <= p.resumed
                 });
+                let settled = match event {
+                    Some(e) if v.may_have_taken_effect() => {
+                        self.settle_by_readback(&judged, e).await.unwrap_or_else(|problem| {
+                            unsettled.push(problem);
+                            None
+                        })
+                    }
+                    _ => None,
+                };
                 let late = LateWrite {
                     write: v.clone(),
                     frozen,
                     fenced,
                     held,
+                    settled,
                 };
+                if late.settled.is_some() {
+                    // Unanswered, and proven by its object to have taken no effect: counted and shown
+                    // next to the verdict, not a violation.
+                    report.late_writes.push(late);
+                    continue;
+                }
                 if held && !fenced && v.may_have_taken_effect() {
                     // The one case self-fencing cannot close, made on purpose with the fence off: a
                     // write checked inside the term, delivered after the takeover. Not excused: it is
@@ -188,6 +207,7 @@ impl World<'_> {
             report.changes_by_group.insert(g, n);
             report.total_changes += n;
         }
+        self.problems.extend(unsettled);
         report.late_writes.sort_by_key(|w| w.write.time);
         report.freezes = self
             .pauses
@@ -252,12 +272,36 @@ impl World<'_> {
                 .iter()
                 .filter(|w| w.write.code == 403 || REFUSED_BEFORE_ADMISSION.contains(&w.write.code))
                 .count(),
+            late_writes_settled: late.iter().filter(|w| w.settled.is_some()).count(),
             violations: report
                 .violations
                 .iter()
                 .filter(|v| ids.contains(v.identity.as_str()))
                 .count(),
         })
+    }
+
+    /// Settles a late write whose answer did not tell by reading its object back now
+    /// ([`checker::settle`]). Only ConfigMaps qualify: the audit policy records their write bodies. A
+    /// read that fails settles nothing, and is a problem of the run (the error).
+    async fn settle_by_readback(&self, judged: &[AuditEvent], write: &AuditEvent) -> Result<Option<Settled>, String> {
+        if write.resource != "configmaps" || !write.api_group.is_empty() {
+            return Ok(None);
+        }
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &write.namespace);
+        match api.get_opt(&write.name).await {
+            Ok(cm) => {
+                let back = Readback {
+                    data: cm.map(|cm| serde_json::to_value(cm.data.unwrap_or_default()).unwrap_or_default()),
+                    read_at: Timestamp::now(),
+                };
+                Ok(checker::settle(judged, write, &back))
+            }
+            Err(e) => Err(format!(
+                "could not read back configmap {}/{} to settle a write answered {}: {e}",
+                write.namespace, write.name, write.code
+            )),
+        }
     }
 
     /// Every write made with a replica slot's ServiceAccount (the fence's probes excepted) must come

@@ -28,6 +28,11 @@ impl Report {
             .count()
     }
 
+    /// Late writes whose answer did not tell, proven by their object read back to have taken no effect.
+    pub fn settled(&self) -> usize {
+        self.late_writes.iter().filter(|w| w.settled.is_some()).count()
+    }
+
     /// Every figure, as JSON (what `cargo xtask chaos` writes to `docs/reliability.json`).
     pub fn to_json(&self) -> serde_json::Value {
         let faults: serde_json::Map<String, serde_json::Value> = Fault::ALL
@@ -103,7 +108,9 @@ impl Report {
                 "held": w.held,
                 "fence": w.fenced,
                 "holder": w.write.holder,
+                "settled": w.settled.as_ref().map(ToString::to_string),
             })).collect::<Vec<_>>(),
+            "late_writes_settled": self.settled(),
             "resources": {
                 "expected": self.census.expected,
                 "present": self.census.present,
@@ -125,6 +132,7 @@ impl Report {
                 "writes_checked": g.writes_checked,
                 "late_writes": g.late_writes,
                 "late_writes_refused": g.late_writes_refused,
+                "late_writes_settled": g.late_writes_settled,
                 "violations": g.violations,
             })),
             "problems": self.problems,
@@ -190,6 +198,11 @@ impl Report {
             ("Late writes by frozen leaders", frozen.len().to_string()),
             ("Fence refusals (403)", self.fence_refusals().to_string()),
             (
+                "Late writes whose answer did not tell (never answered, 5xx), proven by their object read \
+                 back to have taken no effect",
+                self.settled().to_string(),
+            ),
+            (
                 "Resources expected / present / Ready / lost",
                 format!(
                     "{} / {} / {} / {}",
@@ -232,8 +245,15 @@ impl Report {
                  the fence stands between a frozen client-go leader and its late writes.\n\n\
                  | Figure | Value |\n|---|---|\n\
                  | Processes | {} |\n| Terms held | {} |\n| Writes checked | {} |\n\
-                 | Late writes / refused (403, 409, 404) | {} / {} |\n| Violations | {} |",
-                g.processes, g.terms, g.writes_checked, g.late_writes, g.late_writes_refused, g.violations
+                 | Late writes / refused (403, 409, 404) / unanswered, proven to have taken no effect | {} / {} / {} |\n\
+                 | Violations | {} |",
+                g.processes,
+                g.terms,
+                g.writes_checked,
+                g.late_writes,
+                g.late_writes_refused,
+                g.late_writes_settled,
+                g.violations
             );
         }
         let _ = writeln!(
@@ -313,6 +333,7 @@ mod tests {
             frozen: true,
             fenced,
             held: true,
+            settled: None,
         }
     }
 

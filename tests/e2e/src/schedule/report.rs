@@ -10,7 +10,7 @@ use jiff::Timestamp;
 
 use super::{Fault, Group, REPLICAS};
 
-use crate::checker::Violation;
+use crate::checker::{Settled, Violation};
 
 /// One fault as it ran.
 #[derive(Debug, Clone)]
@@ -62,6 +62,9 @@ pub struct LateWrite {
     /// Delivered late by its relay: received while its sender was still stopped, after a freeze that
     /// caught writes in flight.
     pub held: bool,
+    /// For a write whose answer did not tell (never answered, or a 5xx other than 503): the proof, by
+    /// its object read back after the run, that it took no effect ([`crate::checker::settle`]).
+    pub settled: Option<Settled>,
 }
 
 /// One SIGSTOP freeze of a leader as it ran.
@@ -126,6 +129,9 @@ pub struct ClientGoFigures {
     pub late_writes: usize,
     /// Of those, how many the apiserver refused (403 by the fence, or 409/404 before admission).
     pub late_writes_refused: usize,
+    /// Of those, how many got an answer that did not tell (a 504 when the request's own deadline passed
+    /// during a restart, say) and were proven by their object, read back, to have taken no effect.
+    pub late_writes_settled: usize,
     /// Violations among its writes.
     pub violations: usize,
 }
@@ -225,7 +231,7 @@ impl Report {
     pub fn self_fencing_gap(&self) -> usize {
         self.late_writes
             .iter()
-            .filter(|w| w.held && !w.fenced && w.write.may_have_taken_effect())
+            .filter(|w| w.held && !w.fenced && w.may_have_taken_effect())
             .count()
     }
 
@@ -233,7 +239,7 @@ impl Report {
     /// them: `(delivered, refused with 409/404, may have taken effect)`.
     pub fn held_fence_off(&self) -> (usize, usize, usize) {
         let held: Vec<&LateWrite> = self.late_writes.iter().filter(|w| w.held && !w.fenced).collect();
-        let gap = held.iter().filter(|w| w.write.may_have_taken_effect()).count();
+        let gap = held.iter().filter(|w| w.may_have_taken_effect()).count();
         (held.len(), held.len() - gap, gap)
     }
 
@@ -325,12 +331,15 @@ impl Report {
                 go.processes > 0 && go.terms > 0 && go.writes_checked > 0,
             );
             check(
-                "client-go's late writes as a frozen leader: some, every one refused",
+                "client-go's late writes as a frozen leader: some refused, none took effect",
                 format!(
-                    "{} late writes, {} refused",
-                    go.late_writes, go.late_writes_refused
+                    "{} late writes, {} refused, {} unanswered and proven by their object to have taken no \
+                     effect",
+                    go.late_writes, go.late_writes_refused, go.late_writes_settled
                 ),
-                go.late_writes > 0 && go.late_writes_refused == go.late_writes && go.violations == 0,
+                go.late_writes_refused > 0
+                    && go.late_writes_refused + go.late_writes_settled == go.late_writes
+                    && go.violations == 0,
             );
         }
         c
@@ -402,8 +411,14 @@ impl Report {
             let _ = writeln!(
                 s,
                 "client-go candidate (with the fence): {} processes, {} terms, {} writes checked, {} late \
-                 writes ({} refused), {} violations",
-                g.processes, g.terms, g.writes_checked, g.late_writes, g.late_writes_refused, g.violations
+                 writes ({} refused, {} unanswered and settled: no effect), {} violations",
+                g.processes,
+                g.terms,
+                g.writes_checked,
+                g.late_writes,
+                g.late_writes_refused,
+                g.late_writes_settled,
+                g.violations
             );
         }
         let (off, on) = self.violations_by_mode();
@@ -435,10 +450,12 @@ impl Report {
         more(&mut s, self.violations.len(), 20, "violations");
         let _ = writeln!(
             s,
-            "late writes (outside the writer's terms): {} ({} by frozen leaders, {} refused by the fence with 403)",
+            "late writes (outside the writer's terms): {} ({} by frozen leaders, {} refused by the fence with 403, \
+             {} unanswered and proven by their object, read back, to have taken no effect)",
             self.late_writes.len(),
             self.late_writes.iter().filter(|w| w.frozen).count(),
-            self.fence_refusals()
+            self.fence_refusals(),
+            self.settled()
         );
         for w in self.late_writes.iter().take(40) {
             let _ = writeln!(s, "  {}", w.describe());
@@ -489,8 +506,13 @@ impl LateWrite {
     /// One line: who wrote what, when, and the answer.
     pub fn describe(&self) -> String {
         let w = &self.write;
+        let settled = self
+            .settled
+            .as_ref()
+            .map(|s| format!(": {s}"))
+            .unwrap_or_default();
         format!(
-            "{} {}{} {} {} -> HTTP {} (holder {})",
+            "{} {}{} {} {} -> HTTP {} (holder {}){settled}",
             w.time,
             w.identity,
             if self.frozen { " (frozen)" } else { "" },
@@ -499,6 +521,12 @@ impl LateWrite {
             w.code,
             w.holder.as_deref().unwrap_or("nobody")
         )
+    }
+
+    /// Whether it may have taken effect: its answer says so or does not tell, and its object did not
+    /// settle it.
+    pub fn may_have_taken_effect(&self) -> bool {
+        self.write.may_have_taken_effect() && self.settled.is_none()
     }
 }
 
@@ -528,6 +556,7 @@ mod tests {
                 reason: "late".into(),
                 code,
             },
+            settled: None,
             frozen: true,
             fenced,
             held,
@@ -577,6 +606,7 @@ mod tests {
                 writes_checked: 10,
                 late_writes: 1,
                 late_writes_refused: 1,
+                late_writes_settled: 0,
                 violations: 0,
             }),
             expected: Expected {
@@ -661,6 +691,39 @@ mod tests {
             g.late_writes_refused = 0;
         }
         fails(&r, "client-go's late writes as a frozen leader");
+    }
+
+    #[test]
+    fn a_client_go_late_write_with_an_unknown_answer_passes_only_when_settled() {
+        // A 504 the object proved to have taken no effect is counted, shown and not a violation.
+        let mut r = complete();
+        let mut unanswered = late("2026-12-01T10:41:00Z", "go-3-1", 504, true, false);
+        unanswered.settled = Some(Settled {
+            admitted_at: at("2026-12-01T10:39:00Z"),
+            read_at: at("2026-12-01T10:50:00Z"),
+        });
+        assert!(!unanswered.may_have_taken_effect());
+        r.late_writes.push(unanswered.clone());
+        if let Some(g) = &mut r.client_go {
+            g.late_writes = 2;
+            g.late_writes_settled = 1;
+        }
+        assert!(r.passed(MIN), "{:?}", r.failures(MIN));
+        assert_eq!(r.settled(), 1);
+        // Unsettled, the same write is neither refused nor settled: the control fails.
+        if let Some(g) = &mut r.client_go {
+            g.late_writes_settled = 0;
+        }
+        fails(&r, "client-go's late writes as a frozen leader");
+        // Settled but never refused by anyone: the fence was not shown refusing client-go.
+        let mut r = complete();
+        if let Some(g) = &mut r.client_go {
+            g.late_writes_refused = 0;
+            g.late_writes_settled = 1;
+        }
+        fails(&r, "client-go's late writes as a frozen leader");
+        unanswered.settled = None;
+        assert!(unanswered.may_have_taken_effect());
     }
 
     #[test]

@@ -1,0 +1,195 @@
+//! Settling a write whose answer did not tell: one the apiserver never answered (cut off by a restart)
+//! or failed with a 5xx other than 503 (a 504 when the request's own deadline passed first, say). Such
+//! a write *may* have taken effect, and the checker counts it as a violation unless the object itself
+//! proves otherwise.
+//!
+//! The proof reads the object back after the run. It holds when
+//! 1. every write to the object in the audit log is a full update or create (a patch's body is not the
+//!    object, so it proves nothing), and the log records each one's body;
+//! 2. the last write the apiserver admitted (2xx) completed before the unsettled write was received;
+//! 3. the object read back holds exactly that admitted write's `data`, and no other write in the log
+//!    carries the same `data` (the unsettled one included);
+//! 4. it was read back after the unsettled write's deadline: the `timeout` of its request, else the
+//!    apiserver's 60 s default. After the deadline the apiserver's handler has given the request up.
+//!
+//! Then the unsettled write took no effect. Had it been persisted, it was persisted after the admitted
+//! write (it arrived after that one completed), so the object would hold its `data` or that of a later
+//! write; none of those is what was read back. Nothing else is excused: a write that fails any of
+//! these stays a violation.
+
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use serde_json::Value;
+use testenv::AuditEvent;
+
+/// The apiserver's own deadline for a request that names none (kube-apiserver `--request-timeout`).
+const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// An object as read back after the run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Readback {
+    /// Its `data`, or `None` if it does not exist.
+    pub data: Option<Value>,
+    /// When it was read.
+    pub read_at: Timestamp,
+}
+
+/// Why a write with an unknown answer provably took no effect.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settled {
+    /// When the last admitted write to the object, whose `data` the object still holds, was received.
+    pub admitted_at: Timestamp,
+    /// When the object was read back.
+    pub read_at: Timestamp,
+}
+
+impl std::fmt::Display for Settled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "took no effect: read back at {}, the object still holds what the last admitted write (received \
+             {}) wrote",
+            self.read_at, self.admitted_at
+        )
+    }
+}
+
+/// The deadline the apiserver gave a request: its `timeout` query parameter, else the default.
+fn deadline(e: &AuditEvent) -> Timestamp {
+    let timeout = e
+        .request_uri
+        .split_once('?')
+        .and_then(|(_, query)| query.split('&').find_map(|kv| kv.strip_prefix("timeout=")))
+        .and_then(|t| election::duration::parse_duration(t).ok())
+        .map_or(DEFAULT_REQUEST_TIMEOUT, |t| t.min(DEFAULT_REQUEST_TIMEOUT));
+    e.received
+        .checked_add(SignedDuration::try_from(timeout).unwrap_or(SignedDuration::MAX))
+        .unwrap_or(Timestamp::MAX)
+}
+
+fn same_object(a: &AuditEvent, b: &AuditEvent) -> bool {
+    a.api_group == b.api_group
+        && a.resource == b.resource
+        && a.namespace == b.namespace
+        && a.name == b.name
+        && a.subresource.is_empty()
+        && b.subresource.is_empty()
+}
+
+fn data(e: &AuditEvent) -> Option<&Value> {
+    e.request_object.as_ref()?.get("data")
+}
+
+/// Whether `write` (an unknown answer) provably took no effect, by the object `back` read back after the
+/// run and every request in `events` (answered or not). See the module's documentation for the proof.
+pub fn settle(events: &[AuditEvent], write: &AuditEvent, back: &Readback) -> Option<Settled> {
+    let to_object: Vec<&AuditEvent> = events
+        .iter()
+        .filter(|e| e.is_write() && same_object(e, write))
+        .collect();
+    let full_bodies = to_object
+        .iter()
+        .all(|e| matches!(e.verb.as_str(), "create" | "update") && data(e).is_some());
+    if !full_bodies || back.read_at <= deadline(write) {
+        return None;
+    }
+    let admitted = to_object
+        .iter()
+        .filter(|e| (200..300).contains(&e.code))
+        .max_by_key(|e| e.stage_time)?;
+    let held = back.data.as_ref()?;
+    let carrying = to_object.iter().filter(|e| data(e) == Some(held)).count();
+    (admitted.stage_time < write.received && data(admitted) == Some(held) && carrying == 1).then(|| Settled {
+        admitted_at: admitted.received,
+        read_at: back.read_at,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn at(ms: i64) -> Timestamp {
+        let base: Timestamp = "2026-12-04T10:00:00Z".parse().unwrap_or(Timestamp::UNIX_EPOCH);
+        base.checked_add(SignedDuration::from_millis(ms)).unwrap_or(base)
+    }
+
+    fn write(ms: i64, code: i32, n: u32) -> AuditEvent {
+        AuditEvent {
+            audit_id: format!("{ms}"),
+            stage: "ResponseComplete".into(),
+            verb: "update".into(),
+            request_uri: "/api/v1/namespaces/ns/configmaps/work?timeout=1s".into(),
+            user: "u".into(),
+            groups: vec![],
+            user_agent: "lease-candidate/v1 (go-1)".into(),
+            api_group: String::new(),
+            resource: "configmaps".into(),
+            subresource: String::new(),
+            namespace: "ns".into(),
+            name: "work".into(),
+            code,
+            received: at(ms),
+            stage_time: at(ms + 5),
+            request_object: Some(json!({"data": {"writer": "go-1", "n": n.to_string()}})),
+            pod_name: None,
+        }
+    }
+
+    fn back(ms: i64, n: u32) -> Readback {
+        Readback {
+            data: Some(json!({"writer": "go-1", "n": n.to_string()})),
+            read_at: at(ms),
+        }
+    }
+
+    #[test]
+    fn an_unknown_answer_after_the_last_admitted_write_is_settled_by_the_object() {
+        let log = vec![write(0, 200, 1), write(100, 200, 2), write(5000, 504, 3)];
+        let settled = settle(&log, &log[2], &back(10_000, 2));
+        assert_eq!(
+            settled,
+            Some(Settled {
+                admitted_at: at(100),
+                read_at: at(10_000)
+            })
+        );
+    }
+
+    #[test]
+    fn an_object_holding_the_unknown_writes_data_is_not_settled() {
+        // The positive control: the 504 write did take effect.
+        let log = vec![write(0, 200, 1), write(5000, 504, 2)];
+        assert_eq!(settle(&log, &log[1], &back(10_000, 2)), None);
+    }
+
+    #[test]
+    fn a_read_before_the_deadline_or_of_a_missing_object_settles_nothing() {
+        let log = vec![write(0, 200, 1), write(5000, 504, 2)];
+        assert_eq!(settle(&log, &log[1], &back(5500, 1)), None);
+        let mut gone = back(10_000, 1);
+        gone.data = None;
+        assert_eq!(settle(&log, &log[1], &gone), None);
+        // Without a timeout of its own, the apiserver's 60 s apply.
+        let mut no_timeout = log.clone();
+        no_timeout[1].request_uri = "/api/v1/namespaces/ns/configmaps/work".into();
+        assert_eq!(settle(&no_timeout, &no_timeout[1], &back(10_000, 1)), None);
+        assert!(settle(&no_timeout, &no_timeout[1], &back(66_000, 1)).is_some());
+    }
+
+    #[test]
+    fn a_patch_or_an_admitted_write_after_it_settles_nothing() {
+        let mut log = vec![write(0, 200, 1), write(5000, 504, 2)];
+        log[0].verb = "patch".into();
+        assert_eq!(settle(&log, &log[1], &back(10_000, 1)), None);
+        // Admitted after the unknown write arrived: the order of the two is not known.
+        let log = vec![write(5000, 504, 2), write(5002, 200, 1)];
+        assert_eq!(settle(&log, &log[0], &back(10_000, 1)), None);
+        // Two writes carrying the same data: the object cannot tell them apart.
+        let log = vec![write(0, 200, 1), write(5000, 504, 1)];
+        assert_eq!(settle(&log, &log[1], &back(10_000, 1)), None);
+    }
+}
