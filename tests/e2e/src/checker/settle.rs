@@ -100,10 +100,12 @@ pub fn settle(events: &[AuditEvent], write: &AuditEvent, back: &Readback) -> Opt
         .max_by_key(|e| e.stage_time)?;
     let held = back.data.as_ref()?;
     let carrying = to_object.iter().filter(|e| data(e) == Some(held)).count();
-    (admitted.stage_time < write.received && data(admitted) == Some(held) && carrying == 1).then(|| Settled {
-        admitted_at: admitted.received,
-        read_at: back.read_at,
-    })
+    (admitted.stage_time < write.received && data(admitted) == Some(held) && carrying == 1).then_some(
+        Settled {
+            admitted_at: admitted.received,
+            read_at: back.read_at,
+        },
+    )
 }
 
 #[cfg(test)]

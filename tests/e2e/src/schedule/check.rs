@@ -113,12 +113,13 @@ impl World<'_> {
                     p.in_flight && p.identity == v.identity && p.stopped <= v.time && v.time <= p.resumed
                 });
                 let settled = match event {
-                    Some(e) if v.may_have_taken_effect() => {
-                        self.settle_by_readback(&judged, e).await.unwrap_or_else(|problem| {
+                    Some(e) if v.may_have_taken_effect() => self
+                        .settle_by_readback(&judged, e)
+                        .await
+                        .unwrap_or_else(|problem| {
                             unsettled.push(problem);
                             None
-                        })
-                    }
+                        }),
                     _ => None,
                 };
                 let late = LateWrite {
@@ -284,7 +285,11 @@ impl World<'_> {
     /// Settles a late write whose answer did not tell by reading its object back now
     /// ([`checker::settle`]). Only ConfigMaps qualify: the audit policy records their write bodies. A
     /// read that fails settles nothing, and is a problem of the run (the error).
-    async fn settle_by_readback(&self, judged: &[AuditEvent], write: &AuditEvent) -> Result<Option<Settled>, String> {
+    async fn settle_by_readback(
+        &self,
+        judged: &[AuditEvent],
+        write: &AuditEvent,
+    ) -> Result<Option<Settled>, String> {
         if write.resource != "configmaps" || !write.api_group.is_empty() {
             return Ok(None);
         }
