@@ -9,6 +9,10 @@
 //! [`SECRET`] of its namespace, which every replica shares, and keeps that CA in the CRD's `caBundle`
 //! (checked every minute). A `ca.crt` in the directory is kept there as well.
 //!
+//! Installed by a package manager (which sets [`REVISION_ENV`]), the provider keeps no `caBundle`: the
+//! package manager points the CRD's conversion at the revision's Service and injects the CA that signed
+//! the mounted certificate, as upstream's does, and a revision has no rights on CRDs.
+//!
 //! Only the Lease holder writes: it creates the Secret when it is missing and keeps the `caBundle`
 //! (a leader-gated runnable); every replica reads the Secret, waiting until it exists, and serves. So a
 //! standby sends no write the server-side fence (`deploy/fencing`) would refuse.
@@ -48,6 +52,8 @@ pub const SECRET: &str = "provider-kubernetes-webhook-tls";
 pub const CERT_DIR_ENV: [&str; 2] = ["WEBHOOK_TLS_CERT_DIR", "TLS_SERVER_CERTS_DIR"];
 /// Upstream's certificate directory when neither variable is set.
 pub const DEFAULT_CERT_DIR: &str = "/tls/server";
+/// Set by a package manager on a revision's runtime (upstream's `REVISION_NAME`).
+pub const REVISION_ENV: &str = "REVISION_NAME";
 /// How often the CRD's `caBundle` is checked.
 const CA_BUNDLE_CHECK: Duration = Duration::from_secs(60);
 /// How often a taken port, or a certificate Secret that cannot be created, is tried again.
@@ -140,9 +146,14 @@ pub fn register(mgr: &mut Manager, options: &Options) {
     let dir = cert_dir();
     let ns = namespace(mgr);
     let (gated_dir, gated_ns) = (dir.clone(), ns.clone());
+    let packaged = std::env::var_os(REVISION_ENV).is_some_and(|v| !v.is_empty());
     mgr.add_gated("conversion-webhook-certificate", move |ctx: TermContext| {
         let (dir, ns) = (gated_dir.clone(), gated_ns.clone());
         async move {
+            if packaged && dir.is_some() {
+                // The package manager injected the CA of the mounted certificate into the CRD.
+                return Ok::<(), String>(());
+            }
             let client = ctx.client().clone();
             let ca = match &dir {
                 // A mounted certificate: its `ca.crt`, if it has one, is what the apiserver must trust.

@@ -18,6 +18,11 @@ pub struct Pki {
 }
 
 impl Pki {
+    /// The CA's certificate (PEM): what a `caBundle` trusts.
+    pub fn ca_pem(&self) -> &str {
+        self.ca.cert_pem()
+    }
+
     /// Loads the CA from its Secret in `ns`, creating it first if it does not exist.
     pub async fn load_or_create(client: &kube::Client, ns: &str) -> Result<Self, String> {
         let api: Api<Secret> = Api::namespaced(client.clone(), ns);

@@ -7,7 +7,8 @@
 //! [`constraint`] (semver constraints as packages write them), [`fetch`] (the registry fetch with pull
 //! secrets), [`object`] (dynamic-object helpers) and [`runtime`] (each active Provider and Function
 //! revision as a Deployment, HA by default, and the upgrade's handover). Every controller runs under
-//! the core's Lease, started by [`run`] as one gated runnable.
+//! the core's Lease, started by [`run`] as one gated runnable. [`webhooks`] points a package's
+//! conversion webhooks at its runtime's Service with the core's CA.
 
 pub mod constraint;
 pub mod establish;
@@ -18,6 +19,7 @@ pub mod object;
 pub mod resolver;
 pub mod revision;
 pub mod runtime;
+pub mod webhooks;
 
 use std::sync::Arc;
 use std::time::Duration;

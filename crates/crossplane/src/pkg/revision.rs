@@ -9,7 +9,8 @@
 //!    kind, copy its capabilities into the status, check `crossplane.version` against
 //!    [`CROSSPLANE_VERSION`](super::CROSSPLANE_VERSION) unless `ignoreCrossplaneConstraints`, record
 //!    itself in the Lock and resolve `dependsOn` ([`super::resolver`]) unless
-//!    `skipDependencyResolution`, and install its objects ([`super::establish`]).
+//!    `skipDependencyResolution`, and install its objects ([`super::establish`]), a CRD's conversion
+//!    webhook pointed at the revision's runtime ([`super::webhooks`]).
 //! 4. `RevisionHealthy` is True once all of that holds, and False with the one reason in words
 //!    otherwise.
 
@@ -29,7 +30,7 @@ use super::constraint::Constraint;
 use super::establish::{self, Install};
 use super::kind::Kind;
 use super::object::{self, owner_ref, str_at};
-use super::{CROSSPLANE_VERSION, Ctx, resolver};
+use super::{CROSSPLANE_VERSION, Ctx, resolver, webhooks};
 use crate::error::Error;
 
 /// The revision finalizer.
@@ -190,6 +191,20 @@ async fn install(kind: Kind, rev: &DynamicObject, ctx: &Ctx) -> Result<Outcome, 
         match Install::of(o) {
             Ok(i) => installs.push(i),
             Err(e) => return Ok(Outcome::Unhealthy(e, None)),
+        }
+    }
+    if installs.iter().any(|i| webhooks::converts_by_webhook(&i.object)) {
+        let target = match webhooks::target(kind, rev, ctx).await {
+            Ok(t) => t,
+            Err(why) => {
+                return Ok(Outcome::Unhealthy(
+                    format!("cannot point the package's conversion webhooks at its runtime: {why}"),
+                    Some(Duration::from_secs(30)),
+                ));
+            }
+        };
+        for i in &mut installs {
+            webhooks::inject(&mut i.object, &target);
         }
     }
     let Some(pkg_owner) = rev

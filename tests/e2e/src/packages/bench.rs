@@ -95,12 +95,19 @@ pub fn run(upgrades: usize) -> anyhow::Result<i32> {
 }
 
 impl Outcome {
-    /// Fails unless the run was safe and complete: writes checked and no violation, every NopResource
+    /// Fails unless the run was safe and complete: writes checked and no violation, no request of the
+    /// package runtimes or the core refused (403), every NopResource
     /// Ready, every upgrade handed the Lease over, upstream's order showing a gap (the measure's
     /// positive control) and ours none longer than upstream's shortest.
     pub fn check(&self) -> anyhow::Result<()> {
         anyhow::ensure!(self.writes > 0, "no write of the provider was checked");
         anyhow::ensure!(self.violations.is_empty(), "violations: {:#?}", self.violations);
+        anyhow::ensure!(
+            self.refused.is_empty(),
+            "requests of crossplane-system's ServiceAccounts were refused (403); the core's and the \
+             revisions' RBAC must cover normal operation: {:#?}",
+            self.refused
+        );
         anyhow::ensure!(
             self.nops_ready == super::NOPS,
             "{} of {} NopResources Ready",

@@ -9,7 +9,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, ensure};
-use kube::Client;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{Api, Client};
 use serde_json::json;
 
 use super::{function, pkg_api, wait_healthy, wait_runtime};
@@ -23,6 +25,8 @@ pub const DEPENDENCY_REPOSITORY: &str = "crossplane-rs/provider-kubernetes";
 /// The dependency's tag in the registry, and the constraint the Configuration puts on it.
 pub const DEPENDENCY_TAG: &str = "v0.1.0";
 const CONSTRAINT: &str = ">=v0.1.0";
+/// provider-kubernetes's CRD that converts through its webhook.
+const CONVERTED_CRD: &str = "objects.kubernetes.crossplane.io";
 
 /// What the Configuration's part showed.
 #[derive(Debug, Clone)]
@@ -39,6 +43,9 @@ pub struct ConfigurationOutcome {
     pub dependency_pods: Vec<String>,
     /// The objects the revision installed, as `Kind/name`.
     pub objects: Vec<String>,
+    /// Where the dependency's CRD with a conversion webhook sends conversions, as the package manager
+    /// set it: `<crd> -> <service>.<namespace>:<port><path>`, trusting the core's CA.
+    pub conversion: String,
 }
 
 /// The Configuration's package: its meta object (depending on provider-kubernetes at
@@ -112,6 +119,8 @@ pub async fn install(
         "[packages] its dependency, Provider {name} ({dependency_package}), Healthy {dependency_healthy:.1}s \
          after the Configuration's apply, Pods {dependency_pods:?}"
     );
+    let conversion = conversion(client, &name).await?;
+    eprintln!("[packages] its conversion webhook: {conversion}");
     Ok(ConfigurationOutcome {
         package: package.to_string(),
         apply_to_healthy,
@@ -119,5 +128,53 @@ pub async fn install(
         dependency_healthy,
         dependency_pods,
         objects,
+        conversion,
     })
+}
+
+/// provider-kubernetes's CRD that converts through a webhook must point at the runtime's Service of
+/// package `service` and trust the core's CA (`crossplane-root-ca`): the package manager injects both,
+/// so the provider, which has no rights on CRDs, writes nothing there.
+async fn conversion(client: &Client, service: &str) -> anyhow::Result<String> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = crds
+        .get(CONVERTED_CRD)
+        .await
+        .with_context(|| format!("reading CustomResourceDefinition {CONVERTED_CRD}"))?;
+    let config = crd
+        .spec
+        .conversion
+        .and_then(|c| c.webhook)
+        .and_then(|w| w.client_config)
+        .with_context(|| format!("{CONVERTED_CRD} has no conversion webhook clientConfig"))?;
+    let svc = config
+        .service
+        .with_context(|| format!("{CONVERTED_CRD}'s conversion webhook names no Service"))?;
+    ensure!(
+        svc.name == service && svc.namespace == super::NAMESPACE,
+        "{CONVERTED_CRD}'s conversion webhook points at Service {}/{}, not the runtime's {}/{service}",
+        svc.namespace,
+        svc.name,
+        super::NAMESPACE
+    );
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), super::NAMESPACE);
+    let ca = secrets
+        .get(crossplane::composite::pki::ROOT_CA_SECRET)
+        .await
+        .context("reading the core's CA Secret")?
+        .data
+        .and_then(|d| d.get("tls.crt").cloned())
+        .context("the core's CA Secret has no tls.crt")?;
+    ensure!(
+        config.ca_bundle.as_ref() == Some(&ca),
+        "{CONVERTED_CRD}'s conversion webhook caBundle is not the core's CA"
+    );
+    Ok(format!(
+        "{CONVERTED_CRD} -> {}.{}:{}{}, caBundle = the core's CA ({})",
+        svc.name,
+        svc.namespace,
+        svc.port.unwrap_or(443),
+        svc.path.unwrap_or_default(),
+        crossplane::composite::pki::ROOT_CA_SECRET
+    ))
 }

@@ -51,7 +51,8 @@ pub fn json(o: &Outcome, provenance: &Value) -> Value {
                           "dependency": o.configuration.dependency.0,
                           "dependency_package": o.configuration.dependency.1,
                           "dependency_healthy_s": o.configuration.dependency_healthy,
-                          "dependency_ready_pods": o.configuration.dependency_pods.len()},
+                          "dependency_ready_pods": o.configuration.dependency_pods.len(),
+                          "conversion_webhook": o.configuration.conversion},
         "ours": way(Way::Ours),
         "upstream_order": way(Way::Upstream),
         "changes": o.changes,
@@ -121,7 +122,9 @@ pub fn markdown(o: &Outcome, provenance: &Value) -> String {
             "A `Configuration` (`{}`) whose package holds that XRD and Composition and depends on \
              provider-kubernetes's package (not installed) was Installed and Healthy **{:.1} s** after \
              `kubectl apply`, with {}; the Lock installed its dependency as Provider `{}` from `{}`, \
-             Healthy {:.1} s after the Configuration's apply with {} Ready Pods.",
+             Healthy {:.1} s after the Configuration's apply with {} Ready Pods. The package manager pointed \
+             its CRD's conversion webhook at the revision's runtime and injected the CA that signed the \
+             runtime's certificate: `{}`. The provider writes nothing to its CRD.",
             o.configuration.package,
             o.configuration.apply_to_healthy,
             o.configuration.objects.join(", "),
@@ -129,6 +132,7 @@ pub fn markdown(o: &Outcome, provenance: &Value) -> String {
             o.configuration.dependency.1,
             o.configuration.dependency_healthy,
             o.configuration.dependency_pods.len(),
+            o.configuration.conversion,
         ),
         String::new(),
         "## Upgrade under churn".to_string(),

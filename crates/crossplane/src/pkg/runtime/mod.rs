@@ -108,7 +108,7 @@ pub fn runtime_config_name(rev: &DynamicObject) -> &str {
 
 /// The revision's DeploymentRuntimeConfig ([`runtime_config_name`]). A missing `default` is an empty
 /// config; any other missing one is an error in words.
-async fn runtime_config(
+pub(crate) async fn runtime_config(
     client: &kube::Client,
     rev: &DynamicObject,
 ) -> Result<apis::pkg::DeploymentRuntimeConfigSpec, String> {
@@ -128,15 +128,18 @@ async fn runtime_config(
     }
 }
 
+/// The core's CA, loaded (or created) once per term. The error is a sentence.
+pub(crate) async fn pki(ctx: &Ctx) -> Result<&crate::composite::pki::Pki, String> {
+    ctx.pki
+        .get_or_try_init(|| crate::composite::pki::Pki::load_or_create(&ctx.client, &ctx.namespace))
+        .await
+}
+
 /// The active path: everything the runtime needs, then the Deployment once the revision is healthy.
 /// Returns `RuntimeHealthy` and the status fields to write.
 async fn run(ctx: &Ctx, rev: &DynamicObject, plan: &Plan) -> Result<(Condition, Value), Error> {
     let client = &ctx.client;
-    let pki = ctx
-        .pki
-        .get_or_try_init(|| crate::composite::pki::Pki::load_or_create(client, &ctx.namespace))
-        .await
-        .map_err(Error::Message)?;
+    let pki = pki(ctx).await.map_err(Error::Message)?;
     tls::ensure(client, pki, plan).await.map_err(Error::Message)?;
     apply(client, &plan.namespace, &identity::service_account(plan)).await?;
     apply(client, &plan.namespace, &identity::role(plan)).await?;
