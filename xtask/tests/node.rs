@@ -16,8 +16,10 @@
 //!   at once, no write outside its writer's term, one version per term and B in the last; every
 //!   NopResource ends Ready and Synced.
 //!
-//! - `cargo xtask demo --ci` runs on a node of its own with these images, shows the Pods, deletes the
-//!   leader's Pod and reports the handover it measured, with no refusal of the fence.
+//! - `cargo xtask demo --ci` runs on a node of its own with these images (and function-go's package),
+//!   installs provider-nop and function-go by package from the test bed's registry, composes an XR
+//!   through the function, deletes the leader's Pod, upgrades provider-nop to v2 and reports the
+//!   handovers it measured, with no refusal (403).
 //!
 //! If the node cannot start, the test fails with the reason; it never skips.
 
@@ -57,13 +59,14 @@ fn build_images(out: &Path) -> Result<Vec<PathBuf>> {
             "--debug",
             "--pause",
             "--next",
+            "--function",
             "--compression",
             "1",
             "--out",
         ])
         .arg(out)
         .output()
-        .context("running cargo xtask image --debug --pause")?;
+        .context("running cargo xtask image --debug --pause --next --function")?;
     let log = String::from_utf8_lossy(&xtask.stderr);
     ensure!(
         xtask.status.success(),
@@ -165,7 +168,24 @@ async fn demo_on_the_node(images: &Path) -> Result<()> {
     );
     ensure!(
         result.get("denied") == Some(&"0"),
-        "the fence refused requests in the demo: {result:?}"
+        "requests of crossplane-system's ServiceAccounts were refused in the demo: {result:?}"
+    );
+    // Installed by package: the Provider and the Function Healthy, an XR composed through the function,
+    // and the upgrade to v2 handed over to the second build, which then acted.
+    for key in ["provider_healthy_s", "function_healthy_s", "xr_ready_s", "upgrade_gap_ms"] {
+        let v: f64 = result
+            .get(key)
+            .with_context(|| format!("RESULT lacks {key}"))?
+            .parse()
+            .with_context(|| format!("RESULT's {key} is not a number: {result:?}"))?;
+        ensure!(v.is_finite() && v >= 0.0, "RESULT's {key} is {v}: {result:?}");
+    }
+    ensure!(
+        result
+            .get("upgraded_version")
+            .is_some_and(|v| v.split(',').all(|v| v.ends_with("+next"))),
+        "after the upgrade to v2, the writes of the new term should carry v2's version (<version>+next): \
+         {result:?}"
     );
     ensure!(
         stdout.contains("provider-nop-") && stdout.contains("Running"),

@@ -1,7 +1,7 @@
 //! `cargo xtask demo`: the whole system, live, on this machine.
 //!
-//! When this machine can run a node (root, and the node's Debian packages), the demo runs deploy/ as
-//! Pods on a real node ([`pods`]). Otherwise, or with `--local` (and always with `--keep` and `--down`),
+//! When this machine can run a node (root, and the node's Debian packages), the demo installs the core
+//! from deploy/ and provider-nop and function-go by package, as Pods on a real node ([`pods`]). Otherwise, or with `--local` (and always with `--keep` and `--down`),
 //! it says why in one line and runs the local-process demo below.
 //!
 //! 1. Builds the binaries (debug; cargo's progress is shown) as `cargo xtask image --debug` does, reusing
@@ -34,6 +34,7 @@ mod audit;
 mod cleanup;
 mod handover;
 mod install;
+mod packages;
 mod pods;
 mod replica;
 mod report;

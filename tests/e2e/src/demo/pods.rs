@@ -1,14 +1,19 @@
-//! The demo on a real node: deploy/ runs as Pods, the leader's Pod is deleted, the handover is measured.
+//! The demo on a real node, installed by package as a Crossplane user installs: the leader's Pod is
+//! deleted, provider-nop is upgraded, and each handover is measured.
 //!
 //! When this machine can run a node (root, and containerd, runc, the CNI plugins, iproute2, iptables
 //! and kubectl installed), `cargo xtask demo` starts a test bed with a node of its own
-//! (`testenv::NodeTestBed`, under `target/testbed/demo-node`), imports the images of
-//! `cargo xtask image --debug --pause` into its containerd and applies deploy/ and deploy/fencing/ with
-//! an overlay that only names the imported images, as a user applies them to a cluster. It shows the
-//! Pods and the Leases as kubectl does, has provider-nop make a NopResource Ready, deletes the Pod of
-//! provider-nop's leader (it sees its own Pod's deletion and releases its Lease before the kubelet's SIGTERM) and measures until
-//! the Lease names another Pod, then shows the new leader reconciling a change. The server-side fence
-//! is on throughout; the demo counts its refusals (403) in the audit log, and `--ci` fails on any.
+//! (`testenv::NodeTestBed`, under `target/testbed/demo-node`) and an OCI registry on the node's address.
+//! [`super::packages`] pushes the core's image and the packages of provider-nop and function-go there,
+//! applies the core and the RBAC manager from deploy/ with deploy/fencing/, then a `Provider` and a
+//! `Function` with kubectl, shows both Healthy with 2 Pods each, and composes an XR through the
+//! function over mutual TLS. Then provider-nop makes a NopResource Ready, the Pod of its leader is
+//! deleted (the leader sees its own Pod's deletion and releases its Lease before the kubelet's SIGTERM)
+//! and the demo measures until the Lease names another Pod; provider-nop goes from `v1` to `v2` with the
+//! longest time without a leader taken from the audit log, and the new version reconciles a change. The
+//! fence (deploy/fencing/) covers the core and the RBAC manager, whose ServiceAccounts it names; a
+//! package's runtime runs as its revision's ServiceAccount. The demo counts every refusal (403) of
+//! crossplane-system's ServiceAccounts in the audit log, and `--ci` fails on any.
 
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
@@ -16,15 +21,15 @@ use std::time::{Duration, Instant};
 use testenv::kubectl::run as kubectl;
 
 use anyhow::{Context, Result, ensure};
-use k8s_openapi::api::apps::v1::Deployment;
 use kube::Api;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use testenv::workload;
 
+use super::packages;
 use super::report::show;
 use super::{KILLED, NS, Options, interrupted};
-use crate::node;
-use release::{image, target_dir};
+use crate::packages::Archives;
+use release::target_dir;
 
 /// How long the Deployments get to have 2 Ready Pods each.
 const READY_TIMEOUT: Duration = Duration::from_secs(300);
@@ -83,36 +88,32 @@ pub(super) fn unavailable() -> Option<String> {
     None
 }
 
-/// The archives of every image and the pause image: those in `images` (from
-/// `cargo xtask image --debug --pause --out DIR`), else built as `cargo xtask node-bench` does.
-fn archives(images: Option<&Path>) -> Result<(Vec<PathBuf>, PathBuf)> {
-    let dir = match images {
-        Some(dir) => dir.to_path_buf(),
-        None => {
-            let out = target_dir().join("images").join("node");
-            image::run(
-                &[],
-                &image::Options {
-                    debug: true,
-                    out: Some(out.clone()),
-                    compression: Some(1),
-                    pause: true,
-                    next: false,
-                    registry: Default::default(),
-                },
-            )?;
-            out
-        }
+/// The archives the demo pushes (the core's image, provider-nop's packages `v1` and `v2`, function-go's
+/// package) and the pause image: those in `images` (from `cargo xtask image --debug --pause --next
+/// --function --out DIR`), else built as `cargo xtask package-bench` does.
+fn archives(images: Option<&Path>) -> Result<(Archives, PathBuf)> {
+    let Some(dir) = images else {
+        return crate::packages::bench::build_archives();
     };
-    let archives: Vec<PathBuf> = image::BINARIES
-        .iter()
-        .map(|b| dir.join(format!("{}.oci.tar", b.name)))
-        .collect();
+    let archives = Archives {
+        core: dir.join("crossplane.oci.tar"),
+        package: dir.join("provider-nop.xpkg.oci.tar"),
+        next: dir.join("provider-nop-next.oci.tar"),
+        function: dir.join("function-go.xpkg.oci.tar"),
+        // Not pushed by the demo (no Configuration).
+        dependency: dir.join("provider-kubernetes.xpkg.oci.tar"),
+    };
     let pause = dir.join("pause.oci.tar");
-    for a in archives.iter().chain([&pause]) {
+    for a in [
+        &archives.core,
+        &archives.package,
+        &archives.next,
+        &archives.function,
+        &pause,
+    ] {
         ensure!(
             a.is_file(),
-            "{} is missing: make the images with `cargo xtask image --debug --pause --out {}`",
+            "{} is missing: make the images with `cargo xtask image --debug --pause --next --function --out {}`",
             a.display(),
             dir.display()
         );
@@ -205,11 +206,13 @@ pub(super) fn run(options: Options, images: Option<&Path>) -> Result<Outcome> {
 struct NodeDemo {
     wall: Option<Instant>,
     node_ready: Duration,
-    imported: Duration,
     pods_ready: Duration,
     nop_ready: Option<Duration>,
     handover: Option<workload::Handover>,
     propagated: Option<Duration>,
+    installed: Option<packages::Installed>,
+    upgraded: Option<packages::Upgraded>,
+    upgraded_version: String,
     refused: usize,
 }
 
@@ -222,74 +225,37 @@ impl NodeDemo {
     async fn scenario(
         &mut self,
         bed: &mut testenv::NodeTestBed,
-        archives: &[PathBuf],
+        archives: &Archives,
         dir: &Path,
     ) -> Result<()> {
         let cluster = bed.cluster().clone();
-        let lease = self.deploy(bed, &cluster, archives, dir).await?;
+        let applied = Instant::now();
+        let installed = packages::install(&cluster, archives, dir, READY_TIMEOUT, &|m| self.note(m)).await?;
+        self.pods_ready = applied.elapsed();
         let client = cluster.client().await?;
         let nops = workload::nop_api(&client);
         self.act(&nops).await?;
-        self.hand_over(&client, &nops, &lease, cluster.kubeconfig())
+        self.hand_over(&client, &nops, &installed.revision, cluster.kubeconfig())
             .await?;
+        let upgraded = packages::upgrade(&client, &cluster, &installed.v2, &|m| self.note(m)).await?;
+        self.installed = Some(installed);
+        // The new version acts on a change.
+        let changed = Instant::now();
+        let patch = serde_json::json!({ "spec": { "forProvider": { "fields": { "integerField": 2 } } } });
+        nops.patch(NOP, &PatchParams::default(), &Patch::Merge(&patch))
+            .await?;
+        wait_reconciled(&nops, NOP).await?;
+        self.upgraded_version = packages::acting_version(&cluster)?;
+        self.note(format!(
+            "{} (revision {}) reconciled a change of {NOP} {} after it was made; the writes of its term carry \
+             the version {}",
+            upgraded.leaders.1,
+            upgraded.revision,
+            show(changed.elapsed()),
+            self.upgraded_version
+        ));
+        self.upgraded = Some(upgraded);
         self.count_refusals(&cluster)
-    }
-
-    /// Imports the images, applies deploy/ and waits for 2 Ready Pods per Deployment and one leader per
-    /// Lease: the Lease of [`KILLED`].
-    async fn deploy(
-        &mut self,
-        bed: &mut testenv::NodeTestBed,
-        cluster: &testenv::Cluster,
-        archives: &[PathBuf],
-        dir: &Path,
-    ) -> Result<String> {
-        let start = Instant::now();
-        for a in archives {
-            bed.node().import(a)?;
-        }
-        self.imported = start.elapsed();
-        self.note(format!(
-            "imported {} images into the node's containerd in {:.1} s (nothing is pulled)",
-            archives.len(),
-            self.imported.as_secs_f64()
-        ));
-        let overlay = node::write_overlay(&dir.join("overlay"))?;
-        let kubeconfig = cluster.kubeconfig().to_path_buf();
-        kubectl(
-            &kubeconfig,
-            &["apply", "--server-side", "-k", &overlay.display().to_string()],
-        )?;
-        let applied = Instant::now();
-        self.note("kubectl apply -k deploy/ + deploy/fencing/ (an overlay names the imported images; nothing else changes)");
-        let client = cluster.client().await?;
-        let names: Vec<String> = Api::<Deployment>::namespaced(client.clone(), NS)
-            .list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .filter_map(|d| d.metadata.name)
-            .collect();
-        let pods = workload::wait_deployments(&client, NS, &names, 2, READY_TIMEOUT).await?;
-        self.pods_ready = applied.elapsed();
-        self.note(format!(
-            "{} Deployments with 2 Running and Ready Pods each, {:.1} s after kubectl apply:",
-            names.len(),
-            self.pods_ready.as_secs_f64()
-        ));
-        print!(
-            "{}",
-            kubectl(&kubeconfig, &["get", "pods", "-n", NS, "-o", "wide"])?
-        );
-        let leaders = workload::wait_one_leader_each(&client, NS, &pods, HANDOVER_TIMEOUT).await?;
-        self.note("one leader per Lease; each holder is its Pod's name, from the downward API:");
-        print!("{}", kubectl(&kubeconfig, &["get", "leases", "-n", NS])?);
-        let (lease, _) = leaders
-            .get(KILLED)
-            .with_context(|| format!("no Lease held by a {KILLED} Pod"))?
-            .clone();
-
-        Ok(lease)
     }
 
     /// The leader acts: a NopResource becomes Ready and Synced.
@@ -312,12 +278,12 @@ impl NodeDemo {
         &mut self,
         client: &kube::Client,
         nops: &Api<kube::api::DynamicObject>,
-        lease: &str,
+        revision: &str,
         kubeconfig: &Path,
     ) -> Result<()> {
         // The leader's Pod is deleted: the leader sees its own Pod's deletion and releases its Lease,
         // before the kubelet's SIGTERM.
-        let h = workload::delete_leader(client, NS, lease, HANDOVER_TIMEOUT).await?;
+        let h = workload::delete_leader(client, NS, crate::packages::LEASE, HANDOVER_TIMEOUT).await?;
         self.note(format!(
             "kubectl delete pod {} (the leader of {KILLED}; it sees its own Pod's deletion and \
              releases the Lease before the kubelet's SIGTERM) -> {} leads {} after the delete",
@@ -338,9 +304,9 @@ impl NodeDemo {
             "the new leader reconciled a change of {NOP} {} after it was made",
             show(changed.elapsed())
         ));
-        workload::wait_deployments(client, NS, &[KILLED.to_string()], 2, READY_TIMEOUT).await?;
+        crate::packages::wait_runtime(client, revision, READY_TIMEOUT).await?;
         self.note(format!(
-            "the Deployment replaced the deleted Pod; {KILLED} has 2 Ready Pods again:"
+            "the Deployment replaced the deleted Pod; {KILLED}'s revision {revision} has 2 Ready Pods again:"
         ));
         print!(
             "{}",
@@ -352,7 +318,7 @@ impl NodeDemo {
                     "-n",
                     NS,
                     "-l",
-                    &format!("app.kubernetes.io/name={KILLED}"),
+                    &format!("{}={KILLED}", apis::pkg::LABEL_PACKAGE),
                     "-o",
                     "wide"
                 ],
@@ -386,15 +352,26 @@ impl NodeDemo {
             self.refused
         );
         let ms = |d: Option<Duration>| d.map(|d| d.as_millis().to_string()).unwrap_or_else(|| "-".into());
+        let installed = self.installed.as_ref();
+        let upgraded = self.upgraded.as_ref();
         println!(
-            "RESULT mode=node node_ready_s={:.1} imported_s={:.1} pods_ready_s={:.1} nop_ready_ms={} \
-             graceful_handover_ms={} propagated_ms={} denied={} wall_s={:.1}",
+            "RESULT mode=node node_ready_s={:.1} installed_s={:.1} provider_healthy_s={:.1} \
+             function_healthy_s={:.1} xr_ready_s={:.1} nop_ready_ms={} graceful_handover_ms={} propagated_ms={} \
+             upgrade_gap_ms={:.0} upgraded_version={} denied={} wall_s={:.1}",
             self.node_ready.as_secs_f64(),
-            self.imported.as_secs_f64(),
             self.pods_ready.as_secs_f64(),
+            installed.map_or(f64::NAN, |i| i.provider_healthy),
+            installed.map_or(f64::NAN, |i| i.function_healthy),
+            installed.map_or(f64::NAN, |i| i.xr_ready),
             ms(self.nop_ready),
             ms(self.handover.as_ref().map(|h| h.elapsed)),
             ms(self.propagated),
+            upgraded.map_or(f64::NAN, |u| u.gap_ms),
+            if self.upgraded_version.is_empty() {
+                "-"
+            } else {
+                &self.upgraded_version
+            },
             self.refused,
             self.wall.map(|w| w.elapsed().as_secs_f64()).unwrap_or_default()
         );

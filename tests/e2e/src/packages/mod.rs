@@ -96,8 +96,10 @@ pub struct Upgrade {
     pub gap_ms: f64,
     /// How many times the Lease changed hands in it.
     pub handovers: usize,
-    start: Timestamp,
-    end: Timestamp,
+    /// When `spec.package` changed.
+    pub start: Timestamp,
+    /// When the upgrade was done.
+    pub end: Timestamp,
 }
 
 /// What the whole run showed.
@@ -140,11 +142,11 @@ fn api(client: &Client, group: &str, version: &str, kind: &str) -> Api<DynamicOb
 }
 
 /// The API of a `pkg.crossplane.io/v1` kind (Provider, FunctionRevision, ...).
-fn pkg_api(client: &Client, kind: &str) -> Api<DynamicObject> {
+pub(crate) fn pkg_api(client: &Client, kind: &str) -> Api<DynamicObject> {
     api(client, "pkg.crossplane.io", "v1", kind)
 }
 
-fn provider_api(client: &Client) -> Api<DynamicObject> {
+pub(crate) fn provider_api(client: &Client) -> Api<DynamicObject> {
     pkg_api(client, "Provider")
 }
 
@@ -176,7 +178,7 @@ async fn wait_for<T>(
 
 /// Waits until the package `name` of `packages` (Provider, Function or Configuration) is Installed and
 /// Healthy; returns it and its `status.currentRevision`.
-async fn wait_healthy(
+pub(crate) async fn wait_healthy(
     packages: &Api<DynamicObject>,
     name: &str,
     timeout: Duration,
@@ -288,8 +290,8 @@ pub async fn push_function(registry: &testenv::Registry, archive: &Path) -> anyh
 }
 
 /// The overlay: the core, the RBAC manager, the CRDs and roles of deploy/, their image from the
-/// registry, and the core told to fetch from it over plain HTTP.
-pub fn write_overlay(dir: &Path, registry: &str) -> anyhow::Result<PathBuf> {
+/// registry, and the core told to fetch from it over plain HTTP; with `fencing`, deploy/fencing/ too.
+pub fn write_overlay(dir: &Path, registry: &str, fencing: bool) -> anyhow::Result<PathBuf> {
     let (overlay, deploy) = workload::overlay_dir(dir)?;
     // kustomize takes files only from within the overlay, so the namespace is copied in.
     let root = testenv::harness::repo_root();
@@ -299,13 +301,18 @@ pub fn write_overlay(dir: &Path, registry: &str) -> anyhow::Result<PathBuf> {
     let text = format!(
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n\
          - namespace.yaml\n- {deploy}/crds\n- {deploy}/crossplane\n\
-         - {deploy}/crossplane-rbac-manager\n- {deploy}/crossplane-roles\n\
+         - {deploy}/crossplane-rbac-manager\n- {deploy}/crossplane-roles\n{fence}\
          images:\n- name: {repo}/crossplane\n  newName: {registry}/{repo}/crossplane\n  newTag: \"{tag}\"\n\
          patches:\n- target:\n    kind: Deployment\n    name: crossplane\n  patch: |-\n\
          \x20   - op: add\n      path: /spec/template/spec/containers/0/env/-\n\
          \x20     value:\n        name: PLAIN_HTTP_REGISTRIES\n        value: \"{registry}\"\n",
         repo = image::REPOSITORY,
         tag = image::TAG,
+        fence = if fencing {
+            format!("- {deploy}/fencing\n")
+        } else {
+            String::new()
+        },
     );
     let path = overlay.join("kustomization.yaml");
     std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
@@ -313,7 +320,7 @@ pub fn write_overlay(dir: &Path, registry: &str) -> anyhow::Result<PathBuf> {
 }
 
 /// The Provider, as a user writes it.
-fn provider_manifest(package: &str) -> Value {
+pub(crate) fn provider_manifest(package: &str) -> Value {
     json!({"apiVersion": "pkg.crossplane.io/v1", "kind": "Provider",
            "metadata": {"name": PROVIDER}, "spec": {"package": package}})
 }
@@ -330,7 +337,7 @@ pub async fn run(
     let (v1, v2) = push(&registry, archives).await?;
     eprintln!("[packages] pushed the core, {v1} and {v2}");
     let client = cluster.client().await?;
-    let overlay = write_overlay(&dir.join("packages-overlay"), registry.host())?;
+    let overlay = write_overlay(&dir.join("packages-overlay"), registry.host(), false)?;
     testenv::kubectl::apply(cluster.kubeconfig(), &overlay)?;
     let core: Vec<String> = ["crossplane", "crossplane-rbac-manager"]
         .map(String::from)
@@ -540,7 +547,7 @@ pub fn longest_gap(terms: &[checker::Term], start: Timestamp, end: Timestamp) ->
 
 /// One upgrade to `to`, the `way` given; returns once a Pod of the new revision leads, the Provider is
 /// Healthy and no other revision's Deployment is left.
-async fn upgrade(client: &Client, way: Way, to: &str, change: &str) -> anyhow::Result<Upgrade> {
+pub(crate) async fn upgrade(client: &Client, way: Way, to: &str, change: &str) -> anyhow::Result<Upgrade> {
     let providers = provider_api(client);
     let before = current_revision(&providers.get(PROVIDER).await?)?;
     let start = Timestamp::now();
@@ -620,7 +627,7 @@ async fn upgrade(client: &Client, way: Way, to: &str, change: &str) -> anyhow::R
     })
 }
 
-fn current_revision(p: &DynamicObject) -> anyhow::Result<String> {
+pub(crate) fn current_revision(p: &DynamicObject) -> anyhow::Result<String> {
     p.data["status"]["currentRevision"]
         .as_str()
         .map(str::to_string)
@@ -686,7 +693,11 @@ async fn wait_provider(
 }
 
 /// Waits until the runtime of `revision` has 2 Pods, Running and Ready; returns their names.
-async fn wait_runtime(client: &Client, revision: &str, timeout: Duration) -> anyhow::Result<Vec<String>> {
+pub(crate) async fn wait_runtime(
+    client: &Client,
+    revision: &str,
+    timeout: Duration,
+) -> anyhow::Result<Vec<String>> {
     wait_for(
         &format!("2 Ready Pods of {revision}'s runtime"),
         timeout,
@@ -704,7 +715,11 @@ async fn wait_runtime(client: &Client, revision: &str, timeout: Duration) -> any
 }
 
 /// Waits until one of `pods` holds the package's Lease; returns it.
-async fn wait_leader_among(client: &Client, pods: &[String], timeout: Duration) -> anyhow::Result<String> {
+pub(crate) async fn wait_leader_among(
+    client: &Client,
+    pods: &[String],
+    timeout: Duration,
+) -> anyhow::Result<String> {
     let start = Instant::now();
     loop {
         let holder = workload::lease_holders(client, NAMESPACE)
