@@ -172,7 +172,12 @@ async fn demo_on_the_node(images: &Path) -> Result<()> {
     );
     // Installed by package: the Provider and the Function Healthy, an XR composed through the function,
     // and the upgrade to v2 handed over to the second build, which then acted.
-    for key in ["provider_healthy_s", "function_healthy_s", "xr_ready_s", "upgrade_gap_ms"] {
+    for key in [
+        "provider_healthy_s",
+        "function_healthy_s",
+        "xr_ready_s",
+        "upgrade_gap_ms",
+    ] {
         let v: f64 = result
             .get(key)
             .with_context(|| format!("RESULT lacks {key}"))?

@@ -327,7 +327,7 @@ impl NodeDemo {
         Ok(())
     }
 
-    /// What the server-side fence refused of the replicas' requests, from the audit log.
+    /// The requests of crossplane-system's ServiceAccounts refused (403), by RBAC or the fence, from the audit log.
     fn count_refusals(&mut self, cluster: &testenv::Cluster) -> Result<()> {
         let prefix = format!("system:serviceaccount:{NS}:");
         self.refused = cluster
@@ -338,7 +338,7 @@ impl NodeDemo {
             .filter(|e| e.user.starts_with(&prefix) && e.code == 403)
             .count();
         self.note(format!(
-            "the server-side fence (deploy/fencing/) refused {} requests of the replicas (audit log)",
+            "requests of crossplane-system's ServiceAccounts refused (403) by RBAC or the fence (audit log): {}",
             self.refused
         ));
         Ok(())
@@ -348,7 +348,7 @@ impl NodeDemo {
     fn result_line(&self) -> Result<i32> {
         ensure!(
             self.refused == 0,
-            "the fence refused {} requests of the replicas (403)",
+            "{} requests of crossplane-system's ServiceAccounts were refused (403)",
             self.refused
         );
         let ms = |d: Option<Duration>| d.map(|d| d.as_millis().to_string()).unwrap_or_else(|| "-".into());
