@@ -2,9 +2,10 @@
 //!
 //! - `cargo xtask test [-- <cargo test args>]` builds the Go harness (cached), starts one local control
 //!   plane, runs the whole workspace test suite against it, and stops it. This is the README's test command.
-//! - `cargo xtask demo [--keep|--ci|--down|--local]` runs the whole system live: deploy/ as Pods on a real
-//!   node where one can start (else, or with `--local`, two local processes of each binary under its
-//!   generated RBAC and an XR composed), a leader's Pod deleted and the handover measured.
+//! - `cargo xtask demo [--keep|--ci|--down|--local]` runs the whole system live: on a real node where one
+//!   can start, the core from deploy/ and provider-nop and function-go installed by package, an XR composed
+//!   through the function, a leader's Pod deleted and an upgrade, each handover measured (else, or with
+//!   `--local`, two local processes of each binary under its generated RBAC and an XR composed).
 //! - `cargo xtask control-plane up|down|status` leaves a control plane running for people and kubectl.
 //! - `cargo xtask generate [--check]` writes deploy/ (CRDs, RBAC, Deployments) from the code.
 //! - `cargo xtask image [BINARY|--all] [--pause]` packs release binaries as OCI image archives (and the
@@ -64,8 +65,8 @@ enum Command {
         /// Run the replicas as local processes, even where a node could start (--keep and --down always do).
         #[arg(long)]
         local: bool,
-        /// The node demo's image archives, from `cargo xtask image --debug --pause --out DIR` (built when
-        /// not given).
+        /// The node demo's image and package archives, from `cargo xtask image --debug --pause --next
+        /// --function --out DIR` (built when not given).
         #[arg(long, value_name = "DIR", conflicts_with_all = ["local", "keep", "down"])]
         images: Option<PathBuf>,
     },
