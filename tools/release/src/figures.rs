@@ -229,7 +229,10 @@ fn packages(j: &Value) -> anyhow::Result<String> {
          {} times each way, the Lease had no holder for p50 **{}** / p99 {} our way (the old Deployment \
          runs until a new Pod leads), against p50 {} / p99 {} in upstream's order (the old Deployment \
          deleted first); the audit-log checker found {} violations in {} writes of the revisions, and \
-         {} requests were refused with 403.\n",
+         {} requests were refused with 403. {} bad inputs on the node (a missing tag, an image that is not \
+         an xpkg, a runtime that never becomes ready) each gave one condition, and the running revision \
+         kept leading. The package manager injected the core's CA into provider-kubernetes's conversion \
+         webhook.\n",
         origin(j)?,
         float(j, "/install/apply_to_healthy_s")?,
         at(j, "/install/ready_pods")?,
@@ -244,6 +247,10 @@ fn packages(j: &Value) -> anyhow::Result<String> {
         at(j, "/violations")?,
         count(at(j, "/writes_checked")?)?,
         at(j, "/refused_403")?,
+        at(j, "/bad_inputs")?
+            .as_array()
+            .context("bad_inputs is not a list")?
+            .len(),
     ))
 }
 

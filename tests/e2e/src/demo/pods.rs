@@ -102,8 +102,9 @@ fn archives(images: Option<&Path>) -> Result<(Archives, PathBuf)> {
         function: dir.join("function-go.xpkg.oci.tar"),
         // Not pushed by the demo (no Configuration).
         dependency: dir.join("provider-kubernetes.xpkg.oci.tar"),
+        pause: dir.join("pause.oci.tar"),
     };
-    let pause = dir.join("pause.oci.tar");
+    let pause = archives.pause.clone();
     for a in [
         &archives.core,
         &archives.package,

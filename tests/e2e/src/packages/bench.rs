@@ -34,6 +34,7 @@ pub fn build_archives() -> anyhow::Result<(Archives, std::path::PathBuf)> {
         next: out.join("provider-nop-next.oci.tar"),
         function: out.join("function-go.xpkg.oci.tar"),
         dependency: out.join("provider-kubernetes.xpkg.oci.tar"),
+        pause: out.join("pause.oci.tar"),
     };
     for a in [
         &archives.core,
@@ -41,6 +42,7 @@ pub fn build_archives() -> anyhow::Result<(Archives, std::path::PathBuf)> {
         &archives.next,
         &archives.function,
         &archives.dependency,
+        &archives.pause,
     ] {
         anyhow::ensure!(a.exists(), "cargo xtask image did not write {}", a.display());
     }
@@ -140,6 +142,11 @@ impl Outcome {
             ours <= upstream,
             "an upgrade our way left the Lease without a holder for {ours:.0} ms, longer than upstream's \
              order at its best ({upstream:.0} ms)"
+        );
+        anyhow::ensure!(
+            self.bad_inputs.len() == 3,
+            "{} of the 3 bad inputs were tried on the node",
+            self.bad_inputs.len()
         );
         anyhow::ensure!(
             self.terms.iter().all(|(_, v)| !v.contains(',')),

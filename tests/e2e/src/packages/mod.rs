@@ -22,6 +22,7 @@
 //!    the writes of every revision's ServiceAccount checked against their writer's terms, the
 //!    violations and the version that acted in each term ([`crate::checker`]).
 
+pub mod bad;
 pub mod bench;
 pub mod configuration;
 pub mod function;
@@ -53,7 +54,7 @@ pub const PROVIDER: &str = "provider-nop";
 /// The Lease both revisions of the package stand for.
 pub const LEASE: &str = "crossplane-leader-election-provider-nop";
 /// The repository of provider-nop's package in the registry.
-const REPOSITORY: &str = "crossplane-rs/provider-nop";
+pub(crate) const REPOSITORY: &str = "crossplane-rs/provider-nop";
 const READY_TIMEOUT: Duration = Duration::from_secs(300);
 const UPGRADE_TIMEOUT: Duration = Duration::from_secs(180);
 const NOPS: usize = 8;
@@ -72,6 +73,8 @@ pub struct Archives {
     /// provider-kubernetes's package (`provider-kubernetes.xpkg.oci.tar`), the Configuration's
     /// dependency.
     pub dependency: PathBuf,
+    /// The node's pause image (`pause.oci.tar`): the runtime of the package that never becomes ready.
+    pub pause: PathBuf,
 }
 
 /// How an upgrade was done.
@@ -133,6 +136,8 @@ pub struct Outcome {
     pub terms: Vec<(String, String)>,
     /// Requests of crossplane-system's ServiceAccounts refused with 403, described.
     pub refused: Vec<String>,
+    /// The bad inputs tried on the node, and the condition each gave ([`bad`]).
+    pub bad_inputs: Vec<bad::BadInput>,
 }
 
 /// The cluster-scoped API of `kind` in `group`/`version`.
@@ -150,13 +155,13 @@ pub(crate) fn provider_api(client: &Client) -> Api<DynamicObject> {
     pkg_api(client, "Provider")
 }
 
-fn revision_api(client: &Client) -> Api<DynamicObject> {
+pub(crate) fn revision_api(client: &Client) -> Api<DynamicObject> {
     pkg_api(client, "ProviderRevision")
 }
 
 /// Polls `get` every 250 ms until it gives a value (`Ok`), for at most `timeout`; fails naming `what`
 /// and what was last seen (the `Err` of the last poll).
-async fn wait_for<T>(
+pub(crate) async fn wait_for<T>(
     what: &str,
     timeout: Duration,
     mut get: impl AsyncFnMut() -> anyhow::Result<Result<T, String>>,
@@ -462,6 +467,23 @@ pub async fn run(
     let mut rounds = rounds?;
     let nops_ready = wait_nops(&nops, READY_TIMEOUT).await?;
 
+    providers
+        .patch(
+            PROVIDER,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"revisionActivationPolicy": "Automatic"}})),
+        )
+        .await?;
+    let bad_inputs = bad::run(
+        &client,
+        &registry,
+        &archives.core,
+        &archives.pause,
+        &v1,
+        READY_TIMEOUT,
+    )
+    .await?;
+
     let events: Vec<AuditEvent> = cluster
         .audit()
         .read()?
@@ -525,6 +547,7 @@ pub async fn run(
         violations,
         terms,
         refused,
+        bad_inputs,
     })
 }
 
@@ -642,7 +665,7 @@ fn revision_of(d: &Deployment) -> Option<&str> {
         .map(String::as_str)
 }
 
-async fn runtime_deployments(client: &Client, revision: &str) -> anyhow::Result<Vec<String>> {
+pub(crate) async fn runtime_deployments(client: &Client, revision: &str) -> anyhow::Result<Vec<String>> {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     let lp = ListParams::default().labels(&format!("{}={revision}", apis::pkg::LABEL_REVISION));
     Ok(deployments
@@ -654,7 +677,7 @@ async fn runtime_deployments(client: &Client, revision: &str) -> anyhow::Result<
         .collect())
 }
 
-async fn runtime_pods(client: &Client, revision: &str) -> anyhow::Result<Vec<Pod>> {
+pub(crate) async fn runtime_pods(client: &Client, revision: &str) -> anyhow::Result<Vec<Pod>> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let lp = ListParams::default().labels(&format!("{}={revision}", apis::pkg::LABEL_REVISION));
     Ok(pods

@@ -62,6 +62,10 @@ pub fn json(o: &Outcome, provenance: &Value) -> Value {
         "violations": o.violations.len(),
         "terms": o.terms.iter().map(|(h, v)| json!({"holder": h, "versions": v})).collect::<Vec<_>>(),
         "refused_403": o.refused.len(),
+        "bad_inputs": o.bad_inputs.iter().map(|b| json!({
+            "what": b.what, "package": b.package, "condition": b.condition,
+            "seconds_to_condition": b.seconds, "leader_kept": b.leader,
+        })).collect::<Vec<_>>(),
         "provenance": provenance,
     })
 }
@@ -204,6 +208,31 @@ pub fn markdown(o: &Outcome, provenance: &Value) -> String {
     for v in &o.violations {
         out.push(String::new());
         out.push(format!("Violation: {v}"));
+    }
+    out.push(String::new());
+    out.push("## Bad input".to_string());
+    out.push(String::new());
+    out.push(
+        "`spec.package` changed to a package that cannot run, then back to `v1` (an upgrade like any \
+         other). Each gave one condition and deleted nothing: the running revision's Deployment stayed \
+         and its leader kept the Lease. The other bad inputs (an unreachable registry, zero or two meta \
+         objects, a CRD another package controls, an unsatisfiable or cyclic dependency, an unmet \
+         Crossplane version) are tested on the control-plane test bed with its registry \
+         (`crates/crossplane/tests/packages.rs`)."
+            .to_string(),
+    );
+    out.push(String::new());
+    out.push("| Bad input | Condition | Seen after | Leader kept |".to_string());
+    out.push("|---|---|---|---|".to_string());
+    for b in &o.bad_inputs {
+        out.push(format!(
+            "| {} (`{}`) | {} | {:.1} s | {} |",
+            b.what,
+            b.package,
+            b.condition.replace('|', "\\|"),
+            b.seconds,
+            b.leader
+        ));
     }
     out.push(String::new());
     out.push(format!(
