@@ -8,7 +8,7 @@
 //!   `Installed=False` on the Provider;
 //! - a runtime that never becomes ready (provider-nop's package layer on the pause image, whose
 //!   container never answers the readiness probe): the new revision's `RuntimeHealthy=False`, seen once
-//!   its Pods run and are not Ready.
+//!   its containers run and the kubelet has reported a failed readiness probe (an `Unhealthy` Event).
 //!
 //! The bad inputs the node adds nothing to (an unreachable registry, zero or two meta objects, a CRD of
 //! another package, dependencies, the Crossplane version) are tested against the control-plane test bed
@@ -18,8 +18,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, ensure};
-use kube::Client;
-use kube::api::{DynamicObject, Patch, PatchParams};
+use k8s_openapi::api::core::v1::Event;
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+use kube::{Api, Client};
 use serde_json::json;
 use testenv::workload;
 
@@ -138,11 +139,13 @@ async fn one(client: &Client, what: &str, reference: &str, timeout: Duration) ->
     })
 }
 
-/// Waits until the new revision (not `running`) has Pods that run and are not Ready, and reports
+/// Waits until the new revision (not `running`) has Pods whose containers run, one of which the kubelet
+/// reported failing its readiness probe (an `Unhealthy` Event), none Ready, and the revision reports
 /// `RuntimeHealthy=False`; returns that condition.
 async fn never_ready(client: &Client, running: &str, timeout: Duration) -> anyhow::Result<String> {
     let providers = provider_api(client);
     let revisions = revision_api(client);
+    let events: Api<Event> = Api::namespaced(client.clone(), NAMESPACE);
     wait_for(
         "a runtime that never becomes ready: RuntimeHealthy=False",
         timeout,
@@ -155,25 +158,35 @@ async fn never_ready(client: &Client, running: &str, timeout: Duration) -> anyho
                 return Ok(Err("the new revision is not there yet".to_string()));
             }
             let pods = runtime_pods(client, &new).await?;
-            let started_not_ready = !pods.is_empty()
-                && pods.iter().all(|p| {
-                    !workload::is_ready(p)
-                        && p.status
-                            .as_ref()
-                            .and_then(|s| s.container_statuses.as_ref())
-                            .is_some_and(|cs| {
-                                cs.iter().any(|c| {
-                                    c.state
-                                        .as_ref()
-                                        .is_some_and(|s| s.running.is_some() || s.waiting.is_some())
-                                })
-                            })
+            let running = |p: &k8s_openapi::api::core::v1::Pod| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.container_statuses.as_ref())
+                    .is_some_and(|cs| {
+                        cs.iter()
+                            .any(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
+                    })
+            };
+            let names: Vec<&str> = pods.iter().map(workload::name).collect();
+            let probe_failed = events
+                .list(&ListParams::default().fields("reason=Unhealthy"))
+                .await?
+                .items
+                .iter()
+                .any(|e| {
+                    e.involved_object
+                        .name
+                        .as_deref()
+                        .is_some_and(|n| names.contains(&n))
                 });
+            let started_not_ready =
+                !pods.is_empty() && probe_failed && pods.iter().all(|p| running(p) && !workload::is_ready(p));
             let rev = revisions.get(&new).await?;
             Ok(match false_condition(&rev, "RuntimeHealthy") {
                 Some(c) if started_not_ready => Ok(format!("ProviderRevision {new} {c}")),
                 _ => Err(format!(
-                    "{} Pods of {new}, none Ready: {started_not_ready}; its conditions: {}",
+                    "{} Pods of {new}; all running and none Ready, one with a failed readiness probe: \
+                     {started_not_ready}; its conditions: {}",
                     pods.len(),
                     rev.data["status"]["conditions"]
                 )),
