@@ -1233,3 +1233,74 @@ async fn an_upgrade_keeps_the_old_deployment_until_the_new_one_is_available_and_
     bed.wait_condition("Provider", &name, "Healthy", "True").await?;
     Ok(())
 }
+
+/// A Provider package's webhooks, a CRD that converts through one and a ValidatingWebhookConfiguration,
+/// are pointed at the revision's runtime Service (named after the package, port 9443, the package's
+/// path kept, `/convert` for a conversion without one) with the core's CA as `caBundle`, as upstream's
+/// establisher does; the configuration is controlled by the revision. The core runs with the generated
+/// RBAC.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_providers_webhooks_point_at_its_runtime_with_the_core_ca() -> anyhow::Result<()> {
+    let bed = Bed::with_runtime().await?;
+    let name = format!("{}-provider-hooks", bed.id);
+    let group = format!("{}.hooks.example.org", bed.id);
+    let mut crd = nop_crd(&group);
+    crd["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {
+        "conversionReviewVersions": ["v1"],
+        "clientConfig": {"service": {"name": "provider-nop", "namespace": "crossplane-system"}}}});
+    let configuration = format!("{name}-validation");
+    let vwc = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": configuration},
+        "webhooks": [{
+            "name": format!("nopresources.{group}"), "admissionReviewVersions": ["v1"],
+            "sideEffects": "None", "failurePolicy": "Ignore",
+            "clientConfig": {"service": {"name": "x", "namespace": "y", "path": "/validate"}},
+            "rules": [{"apiGroups": [group], "apiVersions": ["*"], "operations": ["CREATE"],
+                       "resources": ["nopresources"]}],
+        }],
+    });
+    let package = Package::new(meta("Provider", "provider-nop", json!({})), vec![crd, vwc])?;
+    let source = bed.source(&name);
+    bed.push(&package, &format!("{source}:v1.0.0")).await?;
+    bed.install("Provider", &name, &format!("{source}:v1.0.0"))
+        .await?;
+    let rev = bed.wait_revision("Provider", &name, "True").await?;
+    let rev_name = rev["metadata"]["name"].as_str().context("name")?.to_string();
+
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(bed.client.clone(), &bed.ns);
+    let ca = secrets
+        .get("crossplane-root-ca")
+        .await?
+        .data
+        .and_then(|d| d.get("tls.crt").cloned())
+        .context("the core's CA Secret has no tls.crt")?;
+    let ca = json!(ca);
+    let expect = |config: &Value, path: &str| {
+        assert_eq!(config["service"]["name"], name.as_str(), "{config}");
+        assert_eq!(config["service"]["namespace"], bed.ns.as_str(), "{config}");
+        assert_eq!(config["service"]["port"], 9443, "{config}");
+        assert_eq!(config["service"]["path"], path, "{config}");
+        assert_eq!(config["caBundle"], ca, "the caBundle is the core's CA");
+    };
+    let crd = json(&bed.crd(&format!("nopresources.{group}")).await?);
+    expect(&crd["spec"]["conversion"]["webhook"]["clientConfig"], "/convert");
+
+    let vwcs: Api<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration> =
+        Api::all(bed.client.clone());
+    let installed = json(&vwcs.get(&configuration).await?);
+    assert_eq!(
+        controller(&installed),
+        Some(("ProviderRevision".into(), rev_name.clone())),
+        "{installed}"
+    );
+    expect(&installed["webhooks"][0]["clientConfig"], "/validate");
+    assert!(
+        rev["status"]["objectRefs"]
+            .as_array()
+            .is_some_and(|refs| refs.iter().any(|r| r["kind"] == "ValidatingWebhookConfiguration")),
+        "the revision lists the configuration among its objects: {rev}"
+    );
+    vwcs.delete(&configuration, &Default::default()).await?;
+    Ok(())
+}

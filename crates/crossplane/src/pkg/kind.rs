@@ -62,10 +62,15 @@ impl Kind {
     }
 
     /// The kinds of object in its package that a revision installs (a Function's CRDs are input
-    /// schemas and never installed).
+    /// schemas and never installed); a Provider's webhook configurations are pointed at its runtime
+    /// ([`super::webhooks`]).
     pub fn installs(self) -> &'static [&'static str] {
         match self {
-            Kind::Provider => &["CustomResourceDefinition"],
+            Kind::Provider => &[
+                "CustomResourceDefinition",
+                "MutatingWebhookConfiguration",
+                "ValidatingWebhookConfiguration",
+            ],
             Kind::Function => &[],
             Kind::Configuration => &["CompositeResourceDefinition", "Composition"],
         }

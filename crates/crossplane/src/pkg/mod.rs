@@ -8,7 +8,7 @@
 //! secrets), [`object`] (dynamic-object helpers) and [`runtime`] (each active Provider and Function
 //! revision as a Deployment, HA by default, and the upgrade's handover). Every controller runs under
 //! the core's Lease, started by [`run`] as one gated runnable. [`webhooks`] points a package's
-//! conversion webhooks at its runtime's Service with the core's CA.
+//! webhooks (conversion, mutating, validating) at its runtime's Service with the core's CA.
 
 pub mod constraint;
 pub mod establish;

@@ -9,8 +9,9 @@
 //!    kind, copy its capabilities into the status, check `crossplane.version` against
 //!    [`CROSSPLANE_VERSION`](super::CROSSPLANE_VERSION) unless `ignoreCrossplaneConstraints`, record
 //!    itself in the Lock and resolve `dependsOn` ([`super::resolver`]) unless
-//!    `skipDependencyResolution`, and install its objects ([`super::establish`]), a CRD's conversion
-//!    webhook pointed at the revision's runtime ([`super::webhooks`]).
+//!    `skipDependencyResolution`, and install its objects ([`super::establish`]), its webhooks (a
+//!    CRD's conversion, a webhook configuration's) pointed at the revision's runtime
+//!    ([`super::webhooks`]).
 //! 4. `RevisionHealthy` is True once all of that holds, and False with the one reason in words
 //!    otherwise.
 
@@ -193,12 +194,12 @@ async fn install(kind: Kind, rev: &DynamicObject, ctx: &Ctx) -> Result<Outcome, 
             Err(e) => return Ok(Outcome::Unhealthy(e, None)),
         }
     }
-    if installs.iter().any(|i| webhooks::converts_by_webhook(&i.object)) {
+    if installs.iter().any(|i| webhooks::has_webhooks(&i.object)) {
         let target = match webhooks::target(kind, rev, ctx).await {
             Ok(t) => t,
             Err(why) => {
                 return Ok(Outcome::Unhealthy(
-                    format!("cannot point the package's conversion webhooks at its runtime: {why}"),
+                    format!("cannot point the package's webhooks at its runtime: {why}"),
                     Some(Duration::from_secs(30)),
                 ));
             }

@@ -1,8 +1,9 @@
-//! Pointing a package's conversion webhooks at its runtime, as upstream's establisher does: a CRD of a
-//! Provider package that converts through a webhook gets its `clientConfig` set to the revision's
-//! Service on port 9443 and the core's CA as its `caBundle`. The runtime's TLS server certificate is
-//! signed by that CA and names that Service ([`super::runtime::tls`]), so the apiserver trusts the
-//! provider's webhook without the provider writing its own CRD, for which a revision has no rights.
+//! Pointing a package's webhooks at its runtime, as upstream's establisher does: a CRD of a Provider
+//! package that converts through a webhook, and every webhook of a Mutating- or
+//! ValidatingWebhookConfiguration in it, gets its `clientConfig` set to the revision's Service on port
+//! 9443 (the package's path kept) and the core's CA as its `caBundle`. The runtime's TLS server
+//! certificate is signed by that CA and names that Service ([`super::runtime::tls`]), so the apiserver
+//! trusts the provider's webhooks without the provider writing objects it has no rights on.
 
 use kube::api::DynamicObject;
 use serde_json::{Value, json};
@@ -41,6 +42,9 @@ pub async fn target(kind: Kind, rev: &DynamicObject, ctx: &Ctx) -> Result<Target
     })
 }
 
+/// The kinds of webhook configuration a Provider package may carry.
+pub const CONFIGURATIONS: [&str; 2] = ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"];
+
 /// Whether `object` is a CRD that converts through a webhook.
 pub fn converts_by_webhook(object: &Value) -> bool {
     object.get("kind").and_then(Value::as_str) == Some("CustomResourceDefinition")
@@ -50,10 +54,52 @@ pub fn converts_by_webhook(object: &Value) -> bool {
             == Some("Webhook")
 }
 
-/// Points `object`'s conversion webhook at `target`, if it is a CRD that converts through one
-/// ([`converts_by_webhook`]); anything else is left as it is. A `url` the package gave is replaced by
-/// the Service, a path it gave is kept, and `conversionReviewVersions` defaults to `v1`.
+/// Whether `object` has webhooks to point at the runtime: a CRD that converts through one, or a
+/// webhook configuration.
+pub fn has_webhooks(object: &Value) -> bool {
+    converts_by_webhook(object) || is_configuration(object)
+}
+
+fn is_configuration(object: &Value) -> bool {
+    object
+        .get("kind")
+        .and_then(Value::as_str)
+        .is_some_and(|k| CONFIGURATIONS.contains(&k))
+}
+
+/// A webhook's `clientConfig` pointing at `target`, keeping the path of the one the package gave
+/// (`default_path` when it gave none); a `url` it gave is replaced by the Service.
+fn client_config(given: &Value, target: &Target, default_path: Option<&str>) -> Value {
+    let mut service = json!({
+        "name": target.service,
+        "namespace": target.namespace,
+        "port": PORT,
+    });
+    if let Some(path) = given
+        .pointer("/service/path")
+        .and_then(Value::as_str)
+        .or(default_path)
+    {
+        service["path"] = json!(path);
+    }
+    json!({
+        "service": service,
+        "caBundle": k8s_openapi::ByteString(target.ca_pem.as_bytes().to_vec()),
+    })
+}
+
+/// Points `object`'s webhooks at `target` ([`has_webhooks`]); anything else is left as it is. A CRD's
+/// conversion keeps its path (else `/convert`) and `conversionReviewVersions` defaults to `v1`; each
+/// webhook of a configuration keeps its path.
 pub fn inject(object: &mut Value, target: &Target) {
+    if is_configuration(object) {
+        if let Some(hooks) = object.get_mut("webhooks").and_then(Value::as_array_mut) {
+            for hook in hooks {
+                hook["clientConfig"] = client_config(&hook["clientConfig"], target, None);
+            }
+        }
+        return;
+    }
     if !converts_by_webhook(object) {
         return;
     }
@@ -62,20 +108,7 @@ pub fn inject(object: &mut Value, target: &Target) {
         conversion["webhook"] = json!({});
     }
     let webhook = &mut conversion["webhook"];
-    let path = webhook
-        .pointer("/clientConfig/service/path")
-        .and_then(Value::as_str)
-        .unwrap_or(CONVERT_PATH)
-        .to_owned();
-    webhook["clientConfig"] = json!({
-        "service": {
-            "name": target.service,
-            "namespace": target.namespace,
-            "port": PORT,
-            "path": path,
-        },
-        "caBundle": k8s_openapi::ByteString(target.ca_pem.as_bytes().to_vec()),
-    });
+    webhook["clientConfig"] = client_config(&webhook["clientConfig"], target, Some(CONVERT_PATH));
     if !webhook["conversionReviewVersions"].is_array() {
         webhook["conversionReviewVersions"] = json!(["v1"]);
     }
@@ -138,6 +171,31 @@ mod tests {
     }
 
     #[test]
+    fn every_webhook_of_a_configuration_points_at_the_runtime() {
+        for kind in CONFIGURATIONS {
+            let mut o = json!({
+                "apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
+                "metadata": {"name": "provider-webhooks"},
+                "webhooks": [
+                    {"name": "a.example.org", "clientConfig": {"service": {"name": "x", "namespace": "y", "path": "/validate-a"}}},
+                    {"name": "b.example.org", "clientConfig": {"url": "https://elsewhere/b"}},
+                ],
+            });
+            assert!(has_webhooks(&o));
+            inject(&mut o, &target());
+            let a = &o["webhooks"][0]["clientConfig"];
+            assert_eq!(a["service"]["name"], "provider-kubernetes");
+            assert_eq!(a["service"]["namespace"], "crossplane-system");
+            assert_eq!(a["service"]["port"], 9443);
+            assert_eq!(a["service"]["path"], "/validate-a");
+            let b = &o["webhooks"][1]["clientConfig"];
+            assert!(b.get("url").is_none());
+            assert!(b["service"].get("path").is_none());
+            assert!(b["caBundle"].is_string());
+        }
+    }
+
+    #[test]
     fn other_objects_are_left_alone() {
         let none = crd(json!({"strategy": "None"}));
         let mut o = none.clone();
@@ -149,5 +207,6 @@ mod tests {
         inject(&mut o, &target());
         assert_eq!(o, xrd);
         assert!(!converts_by_webhook(&xrd));
+        assert!(!has_webhooks(&xrd));
     }
 }
