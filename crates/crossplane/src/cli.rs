@@ -320,6 +320,11 @@ pub async fn core_start(
         flag: "webhook-port",
         message,
     })?;
+    let circuit =
+        crate::composite::circuit::Settings::from_flags(upstream).map_err(|message| manager::UsageError {
+            flag: "circuit-breaker-burst",
+            message,
+        })?;
     let mut mgr = Manager::new(settings, binary).await?;
     let metrics = mgr.metrics().reconcile().clone();
     let selector = args.watch_label_selector.clone();
@@ -357,6 +362,7 @@ pub async fn core_start(
         poll: args.poll_interval,
         metrics,
         functions,
+        circuit,
     };
     mgr.add_gated(definition::CONTROLLER_NAME, move |ctx: TermContext| {
         definition::run(ctx, options.clone())

@@ -55,6 +55,8 @@ pub struct Options {
     pub metrics: ReconcileMetrics,
     /// Composition-function clients, shared by every composite controller.
     pub functions: std::sync::Arc<composite::functions::Functions>,
+    /// The watch circuit breaker's settings, for each composite controller's breaker.
+    pub circuit: composite::circuit::Settings,
 }
 
 struct Child {
@@ -215,6 +217,7 @@ async fn reconcile(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -> Resu
                 xrd: xrd.spec.clone(),
                 poll: ctx.options.poll,
                 functions: ctx.options.functions.clone(),
+                circuit: ctx.options.circuit,
                 name: format!("composite/{name}"),
                 metrics: ctx.options.metrics.clone(),
             };

@@ -10,7 +10,6 @@ pub const HEADING: &str = "Upstream compatibility";
 
 const NO_PACKAGES: &str = "crossplane-rs's package manager does not implement this";
 const NO_WEBHOOKS: &str = "crossplane-rs's core start keeps its webhook configuration and certificate itself";
-const NO_CIRCUIT_BREAKER: &str = "crossplane-rs has no XR circuit breaker yet";
 const NO_PROFILER: &str = "crossplane-rs serves no pprof endpoint";
 const NOT_YET: &str = "crossplane-rs does not have this feature yet";
 
@@ -48,9 +47,15 @@ pub const CORE_START: &[Flag] = &[
     .aliases(&["max-reconcile-rate"])
     .default("100"),
     Flag::ignored("max-concurrent-package-establishers", NO_PACKAGES).default("10"),
-    Flag::ignored("circuit-breaker-burst", NO_CIRCUIT_BREAKER).default("100.0"),
-    Flag::ignored("circuit-breaker-refill-rate", NO_CIRCUIT_BREAKER).default("1.0"),
-    Flag::ignored("circuit-breaker-cooldown", NO_CIRCUIT_BREAKER).default("5m"),
+    Flag::ignored("circuit-breaker-burst", "")
+        .default("100.0")
+        .applied(),
+    Flag::ignored("circuit-breaker-refill-rate", "")
+        .default("1.0")
+        .applied(),
+    Flag::ignored("circuit-breaker-cooldown", "")
+        .default("5m")
+        .applied(),
     Flag::ignored_switch("enable-webhooks", "")
         .aliases(&["webhook-enabled"])
         .env("ENABLE_WEBHOOKS")

@@ -16,6 +16,7 @@
 mod support;
 
 mod conformance {
+    pub mod circuit;
     pub mod environment;
     pub mod harness;
     pub mod manifests;
@@ -522,6 +523,7 @@ fn cannot_run_yet_is_recorded() -> anyhow::Result<()> {
         "TestWatchOperationResourceChanges",
         "TestXRDSubresources",
         "TestXRDValidation",
+        "TestCircuitBreaker",
     ] {
         anyhow::ensure!(
             !names.contains(runnable),

@@ -6,9 +6,11 @@
 //! (connection details read from composed resources and written for the XR), [`functions`]
 //! (calling Functions over gRPC and reading what they require), [`pki`] (mTLS with functions), [`render`] (labels,
 //! annotations, owner references and names of composed resources), [`status`] (Synced and Ready), [`watch`]
-//! (realtime composition: watches on composed kinds) and [`reconciler`] (the controller).
+//! (realtime composition: watches on composed kinds), [`circuit`] (the watch circuit breaker and the
+//! `Responsive` condition) and [`reconciler`] (the controller).
 
 pub mod builtin;
+pub mod circuit;
 pub mod connection;
 pub mod discovery;
 pub mod fields;

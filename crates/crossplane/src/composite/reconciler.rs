@@ -36,6 +36,7 @@ use manager::{BoxError, TermContext};
 use serde_json::{Value, json};
 
 use super::builtin;
+use super::circuit;
 use super::connection;
 use super::discovery::Discovery;
 use super::fields::{Fields, ResourceRef};
@@ -74,6 +75,8 @@ pub struct CompositeController {
     pub metrics: ReconcileMetrics,
     /// Composition-function clients.
     pub functions: Arc<Functions>,
+    /// The watch circuit breaker's settings.
+    pub circuit: circuit::Settings,
 }
 
 struct Ctx {
@@ -82,6 +85,7 @@ struct Ctx {
     def: CompositeController,
     discovery: Discovery,
     watches: ComposedWatches,
+    breaker: Arc<circuit::Breaker>,
 }
 
 /// Runs the controller for one XR kind until `ctx` is cancelled.
@@ -90,14 +94,17 @@ pub async fn run(ctx: TermContext, def: CompositeController) -> Result<(), BoxEr
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &def.resource);
     let resource = def.resource.clone();
     tracing::info!(kind = %resource.kind, "composite controller started");
+    let breaker = Arc::new(circuit::Breaker::new(def.circuit));
     let (watches, changed) = ComposedWatches::new(
         client.clone(),
         resource.clone(),
         def.xrd.scope.is_namespaced(),
         ctx.token().clone(),
+        breaker.clone(),
     );
     let state = Arc::new(Ctx {
         watches,
+        breaker,
         client,
         events: Events::new(FIELD_MANAGER_COMPOSITE, ctx.term().identity.clone()),
         def,
@@ -221,18 +228,23 @@ impl Ctx {
 
 async fn reconcile(xr: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let xr_json = serde_json::to_value(&*xr)?;
+    let target = circuit::key(xr.namespace().as_deref(), &xr.name_any());
+    let responsive = ctx.breaker.condition(&target);
     let paused = xr.annotations().get(ANNOTATION_PAUSED).map(String::as_str) == Some("true");
     if paused {
-        let st = status::next(&xr_json, None, [Condition::reconcile_paused()]);
+        let st = status::next(&xr_json, None, [responsive, Condition::reconcile_paused()]);
         ctx.write_status(&xr, &xr_json, st).await?;
         return Ok(Action::await_change());
     }
     if xr.metadata.deletion_timestamp.is_some() {
+        ctx.breaker.reset(&target);
         return delete(&xr, &xr_json, &ctx).await;
     }
     match compose(&xr, &xr_json, &ctx).await {
         Ok(outcome) => {
-            let st = status::next(&xr_json, outcome.1.as_ref(), status::all(&outcome.0));
+            let mut conditions = status::all(&outcome.0);
+            conditions.push(responsive);
+            let st = status::next(&xr_json, outcome.1.as_ref(), conditions);
             ctx.write_status(&xr, &xr_json, st).await?;
             if outcome.0.unready.is_empty() && outcome.0.unsynced.is_empty() {
                 let jitter = jittered(ctx.def.poll, 0.1);
@@ -244,7 +256,7 @@ async fn reconcile(xr: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Erro
         Err(e) if e.is_not_leader() || e.is_conflict() => Err(e),
         Err(e) => {
             ctx.publish_error(&xr, &e).await;
-            let st = status::next(&xr_json, None, [Condition::reconcile_error(&e)]);
+            let st = status::next(&xr_json, None, [responsive, Condition::reconcile_error(&e)]);
             ctx.write_status(&xr, &xr_json, st).await?;
             Err(e)
         }

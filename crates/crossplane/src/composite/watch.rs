@@ -4,10 +4,13 @@
 //! The first compose that meets a kind starts one metadata watch on it (objects labelled
 //! `crossplane.io/composite`); each change is mapped to its controlling XR through the controller
 //! owner reference. A watch that is refused (RBAC) or fails backs off and retries; polling still
-//! covers its kind meanwhile.
+//! covers its kind meanwhile. Each change goes through the XR's circuit breaker ([`super::circuit`]),
+//! which drops changes while an XR's circuit is open; a composed resource being deleted always gets
+//! through.
 
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use apis::apiextensions::labels::LABEL_COMPOSITE;
 use futures::StreamExt;
@@ -20,6 +23,8 @@ use kube::runtime::watcher::{self, watcher};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::circuit::{self, Breaker};
+
 /// The watches of one composite controller.
 pub struct ComposedWatches {
     client: kube::Client,
@@ -28,16 +33,18 @@ pub struct ComposedWatches {
     token: CancellationToken,
     tx: mpsc::UnboundedSender<ObjectRef<DynamicObject>>,
     watched: Mutex<HashSet<(String, String)>>,
+    breaker: Arc<Breaker>,
 }
 
 impl ComposedWatches {
-    /// Watches for XRs of kind `xr` (namespaced or not), stopping with `token`; the receiver yields the
-    /// XRs to reconcile.
+    /// Watches for XRs of kind `xr` (namespaced or not), stopping with `token`, each change admitted by
+    /// `breaker`; the receiver yields the XRs to reconcile.
     pub fn new(
         client: kube::Client,
         xr: ApiResource,
         namespaced: bool,
         token: CancellationToken,
+        breaker: Arc<Breaker>,
     ) -> (Self, mpsc::UnboundedReceiver<ObjectRef<DynamicObject>>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let w = Self {
@@ -47,6 +54,7 @@ impl ComposedWatches {
             token,
             tx,
             watched: Mutex::new(HashSet::new()),
+            breaker,
         };
         (w, rx)
     }
@@ -67,6 +75,8 @@ impl ComposedWatches {
         let namespaced = self.namespaced;
         let tx = self.tx.clone();
         let token = self.token.clone();
+        let breaker = self.breaker.clone();
+        let composed_kind = kind.kind.clone();
         let what = format!("{}/{}", kind.api_version, kind.kind);
         tracing::debug!(kind = %what, xr = %xr.kind, "watching composed resources");
         tokio::spawn(async move {
@@ -86,13 +96,30 @@ impl ComposedWatches {
                     Some(Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o))) => o,
                     Some(Ok(_)) => continue,
                 };
-                if let Some(r) = owner(&obj, &xr, namespaced)
-                    && tx.send(r).is_err()
-                {
+                let Some(r) = owner(&obj, &xr, namespaced) else {
+                    continue;
+                };
+                let deleting = obj.metadata.deletion_timestamp.is_some();
+                let source = source(&composed_kind, &obj);
+                let target = circuit::key(r.namespace.as_deref(), &r.name);
+                if !deleting && !breaker.admit(&target, &source, Instant::now()) {
+                    tracing::debug!(xr = %target, source = %source, "watch event dropped: the XR's circuit is open");
+                    continue;
+                }
+                if tx.send(r).is_err() {
                     return;
                 }
             }
         });
+    }
+}
+
+/// A composed resource as the breaker names it: `Kind/name (namespace)`, as upstream's.
+fn source(kind: &str, obj: &PartialObjectMeta<DynamicObject>) -> String {
+    let name = obj.metadata.name.as_deref().unwrap_or_default();
+    match obj.metadata.namespace.as_deref() {
+        Some(ns) if !ns.is_empty() => format!("{kind}/{name} ({ns})"),
+        _ => format!("{kind}/{name}"),
     }
 }
 

@@ -22,11 +22,6 @@ pub const XRDS: &str = "apiextensions_xrds_test.go";
 /// Every upstream scenario named in issue 22 that this suite cannot run yet: name, upstream file, why.
 pub const CANNOT_RUN: &[(&str, &str, &str)] = &[
     (
-        "TestCircuitBreaker",
-        COMPOSITIONS,
-        "needs the XR watch circuit breaker (--circuit-breaker-*, condition Responsive/WatchCircuitOpen), not built yet",
-    ),
-    (
         "TestRequiredSchemas",
         COMPOSITIONS,
         "needs requiredSchemas in the function protocol and function-python, not built yet",
