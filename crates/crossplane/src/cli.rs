@@ -320,11 +320,8 @@ pub async fn core_start(
         flag: "webhook-port",
         message,
     })?;
-    let circuit =
-        crate::composite::circuit::Settings::from_flags(upstream).map_err(|message| manager::UsageError {
-            flag: "circuit-breaker-burst",
-            message,
-        })?;
+    let circuit = crate::composite::circuit::Settings::from_flags(upstream)
+        .map_err(|(flag, message)| manager::UsageError { flag, message })?;
     let mut mgr = Manager::new(settings, binary).await?;
     let metrics = mgr.metrics().reconcile().clone();
     let selector = args.watch_label_selector.clone();

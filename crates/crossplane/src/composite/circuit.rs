@@ -40,16 +40,17 @@ pub struct Settings {
 
 impl Settings {
     /// The settings from upstream's flags as given (`--circuit-breaker-burst`, `-refill-rate`,
-    /// `-cooldown`), upstream's defaults for the others. The error names the flag and what it takes.
-    pub fn from_flags(given: &[manager::config::compat::Given]) -> Result<Settings, String> {
+    /// `-cooldown`), upstream's defaults for the others. The error is the flag and what is wrong with
+    /// its value.
+    pub fn from_flags(given: &[manager::config::compat::Given]) -> Result<Settings, (&'static str, String)> {
         let value = |name: &str| given.iter().find(|g| g.name == name).map(|g| g.value.as_str());
         let mut s = Settings::default();
-        let positive = |name: &str, v: &str| -> Result<f64, String> {
+        let positive = |name: &'static str, v: &str| {
             v.trim()
                 .parse::<f64>()
                 .ok()
                 .filter(|f| f.is_finite() && *f > 0.0)
-                .ok_or_else(|| format!("--{name} {v:?} is not a positive number (e.g. 100.0)"))
+                .ok_or_else(|| (name, format!("{v:?} is not a positive number (e.g. 100.0)")))
         };
         if let Some(v) = value("circuit-breaker-burst") {
             s.burst = positive("circuit-breaker-burst", v)?;
@@ -59,7 +60,7 @@ impl Settings {
         }
         if let Some(v) = value("circuit-breaker-cooldown") {
             s.cooldown = manager::duration::parse_duration(v)
-                .map_err(|e| format!("--circuit-breaker-cooldown: {e}"))?;
+                .map_err(|e| ("circuit-breaker-cooldown", e.to_string()))?;
         }
         Ok(s)
     }
