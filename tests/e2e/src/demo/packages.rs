@@ -132,14 +132,14 @@ pub(super) async fn upgrade(
     v2: &str,
     say: &impl Fn(String),
 ) -> Result<Upgraded> {
-    let before = holder(client).await?;
+    let before = packages::leader_pod(client).await?;
     let u = packages::upgrade(client, Way::Ours, v2, "v1 → v2").await?;
     let events = cluster.audit().read()?.events;
     let terms = checker::terms(&events, &Lock::lease(packages::NAMESPACE, LEASE));
     let (gap_ms, _) = packages::longest_gap(&terms, u.start, u.end);
     let providers = packages::provider_api(client);
     let revision = packages::current_revision(&providers.get(PROVIDER).await?)?;
-    let after = holder(client).await?;
+    let after = packages::leader_pod(client).await?;
     say(format!(
         "spec.package → {v2}: the new revision {revision}'s Pods started beside the old ones; {after} took \
          the Lease from {before} once they were Available, and the old Deployment went. Longest time with \
@@ -164,11 +164,4 @@ pub(super) fn acting_version(cluster: &testenv::Cluster) -> Result<String> {
             .map(|(_, v)| v)
             .unwrap_or_default(),
     )
-}
-
-/// The Pod holding provider-nop's Lease.
-async fn holder(client: &Client) -> Result<String> {
-    let holders = testenv::workload::lease_holders(client, packages::NAMESPACE).await?;
-    let h = holders.get(LEASE).cloned().unwrap_or_default();
-    Ok(testenv::workload::holder_pod(&h).to_string())
 }

@@ -25,7 +25,7 @@ use serde_json::json;
 use testenv::workload;
 
 use super::{
-    LEASE, NAMESPACE, PROVIDER, REPOSITORY, Way, current_revision, provider_api, revision_api,
+    NAMESPACE, PROVIDER, REPOSITORY, Way, current_revision, leader_pod, provider_api, revision_api,
     runtime_deployments, runtime_pods, upgrade, wait_for,
 };
 
@@ -78,12 +78,16 @@ pub async fn run(
     let missing = registry.reference(REPOSITORY, "v9-does-not-exist");
 
     let mut out = Vec::new();
-    for (what, reference) in [
-        ("a tag that does not exist", &missing),
-        ("an image that is not an xpkg", &not_xpkg),
-        ("a runtime that never becomes ready", &never_ready),
+    for (what, reference, expect) in [
+        ("a tag that does not exist", &missing, Expect::NotInstalled),
+        ("an image that is not an xpkg", &not_xpkg, Expect::NotInstalled),
+        (
+            "a runtime that never becomes ready",
+            &never_ready,
+            Expect::NeverReady,
+        ),
     ] {
-        let bad = one(client, what, reference, timeout).await?;
+        let bad = one(client, what, reference, expect, timeout).await?;
         eprintln!(
             "[packages] bad input, {what}: {} ({:.1}s); {} still leads",
             bad.condition, bad.seconds, bad.leader
@@ -94,12 +98,27 @@ pub async fn run(
     Ok(out)
 }
 
+/// The condition a bad package must give.
+#[derive(Debug, Clone, Copy)]
+enum Expect {
+    /// `Installed=False` on the Provider, naming the package: nothing could be unpacked.
+    NotInstalled,
+    /// `RuntimeHealthy=False` on the new revision, once its runtime is seen failing ([`never_ready`]).
+    NeverReady,
+}
+
 /// Changes `spec.package` to `reference` and waits for the condition it must give; the old revision's
 /// Deployment must still be there and its Pod still lead.
-async fn one(client: &Client, what: &str, reference: &str, timeout: Duration) -> anyhow::Result<BadInput> {
+async fn one(
+    client: &Client,
+    what: &str,
+    reference: &str,
+    expect: Expect,
+    timeout: Duration,
+) -> anyhow::Result<BadInput> {
     let providers = provider_api(client);
     let running = current_revision(&providers.get(PROVIDER).await?)?;
-    let leader = holder(client).await?;
+    let leader = leader_pod(client).await?;
     let changed = Instant::now();
     providers
         .patch(
@@ -108,24 +127,25 @@ async fn one(client: &Client, what: &str, reference: &str, timeout: Duration) ->
             &Patch::Merge(&json!({"spec": {"package": reference}})),
         )
         .await?;
-    let condition = if what.contains("never becomes ready") {
-        never_ready(client, &running, timeout).await?
-    } else {
-        wait_for(&format!("{what}: Installed=False"), timeout, async || {
-            let p = providers.get(PROVIDER).await?;
-            Ok(match false_condition(&p, "Installed") {
-                Some(c) if c.contains(reference) => Ok(format!("Provider {c}")),
-                _ => Err(p.data["status"]["conditions"].to_string()),
+    let condition = match expect {
+        Expect::NeverReady => never_ready(client, &running, timeout).await?,
+        Expect::NotInstalled => {
+            wait_for(&format!("{what}: Installed=False"), timeout, async || {
+                let p = providers.get(PROVIDER).await?;
+                Ok(match false_condition(&p, "Installed") {
+                    Some(c) if c.contains(reference) => Ok(format!("Provider {c}")),
+                    _ => Err(p.data["status"]["conditions"].to_string()),
+                })
             })
-        })
-        .await?
+            .await?
+        }
     };
     let seconds = changed.elapsed().as_secs_f64();
     ensure!(
         !runtime_deployments(client, &running).await?.is_empty(),
         "{what}: the running revision {running}'s Deployment was deleted"
     );
-    let now = holder(client).await?;
+    let now = leader_pod(client).await?;
     ensure!(
         now == leader,
         "{what}: the Lease went from {leader} to {now:?}; the running revision must keep leading"
@@ -209,11 +229,4 @@ fn false_condition(obj: &DynamicObject, type_: &str) -> Option<String> {
                 c["message"].as_str().unwrap_or_default()
             )
         })
-}
-
-/// The Pod holding provider-nop's Lease.
-async fn holder(client: &Client) -> anyhow::Result<String> {
-    let holders = workload::lease_holders(client, NAMESPACE).await?;
-    let h = holders.get(LEASE).cloned().unwrap_or_default();
-    Ok(workload::holder_pod(&h).to_string())
 }

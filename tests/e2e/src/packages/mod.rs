@@ -617,14 +617,8 @@ pub(crate) async fn upgrade(client: &Client, way: Way, to: &str, change: &str) -
                 return Ok(false);
             }
             let pods = runtime_pods(client, &after).await?;
-            let holder = workload::lease_holders(client, NAMESPACE)
-                .await?
-                .get(LEASE)
-                .cloned()
-                .unwrap_or_default();
-            Ok(pods
-                .iter()
-                .any(|p| workload::name(p) == workload::holder_pod(&holder)))
+            let holder = leader_pod(client).await?;
+            Ok(pods.iter().any(|p| workload::name(p) == holder))
         }
         .await?;
         if done {
@@ -737,6 +731,13 @@ pub(crate) async fn wait_runtime(
     .await
 }
 
+/// The Pod holding the package's Lease (empty when nobody does).
+pub(crate) async fn leader_pod(client: &Client) -> anyhow::Result<String> {
+    let holders = workload::lease_holders(client, NAMESPACE).await?;
+    let holder = holders.get(LEASE).map(String::as_str).unwrap_or_default();
+    Ok(workload::holder_pod(holder).to_string())
+}
+
 /// Waits until one of `pods` holds the package's Lease; returns it.
 pub(crate) async fn wait_leader_among(
     client: &Client,
@@ -745,12 +746,8 @@ pub(crate) async fn wait_leader_among(
 ) -> anyhow::Result<String> {
     let start = Instant::now();
     loop {
-        let holder = workload::lease_holders(client, NAMESPACE)
-            .await?
-            .get(LEASE)
-            .cloned()
-            .unwrap_or_default();
-        if let Some(p) = pods.iter().find(|p| p.as_str() == workload::holder_pod(&holder)) {
+        let holder = leader_pod(client).await?;
+        if let Some(p) = pods.iter().find(|p| **p == holder) {
             return Ok(p.clone());
         }
         ensure!(
