@@ -16,6 +16,11 @@
 //!   at once, no write outside its writer's term, one version per term and B in the last; every
 //!   NopResource ends Ready and Synced.
 //!
+//! - a live migration between implementations on one Lease (`e2e::node::migration`): provider-nop's
+//!   image switches to the Go peer on crossplane-runtime, back to ours and to the peer again while
+//!   NopResources change; one writer per term across implementations, none outside its term, both
+//!   implementations acted, every NopResource converged.
+//!
 //! - `cargo xtask demo --ci` runs on a node of its own with these images (and function-go's package),
 //!   installs provider-nop and function-go by package from the test bed's registry, composes an XR
 //!   through the function, deletes the leader's Pod, upgrades provider-nop to v2 and reports the
@@ -207,6 +212,8 @@ async fn run(bed: &mut testenv::NodeTestBed, archives: &[PathBuf], work: &Path) 
     }
     bed.node()
         .import(&work.join("images").join("provider-nop-next.oci.tar"))?;
+    bed.node()
+        .import(&e2e::node::migration::build_peer_image(&work.join("images"))?)?;
     eprintln!(
         "[node] {} images imported in {:.1}s",
         archives.len(),
@@ -333,7 +340,11 @@ async fn run(bed: &mut testenv::NodeTestBed, archives: &[PathBuf], work: &Path) 
     );
     eprintln!("[node] fence refusals: 0");
 
-    rolling_update(&cluster, work).await
+    rolling_update(&cluster, work).await?;
+
+    let migration = e2e::node::migration::run(&client, &cluster, lease).await?;
+    eprintln!("[node] {}", migration.summary());
+    migration.check()
 }
 
 /// NopResources changed every few hundred milliseconds while the whole rollout runs.

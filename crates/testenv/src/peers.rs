@@ -192,6 +192,35 @@ pub fn ensure_function(target_dir: &Path, mut progress: impl FnMut(&str)) -> Res
     Ok(function)
 }
 
+/// Returns provider-nop-go alone, building it into `target_dir/peers/<key>/` if the cache lacks it (under
+/// the same lock as [`ensure_built`]): the node's live migration runs its image, and needs neither
+/// function-go nor upstream's core.
+pub fn ensure_provider_nop(target_dir: &Path, mut progress: impl FnMut(&str)) -> Result<PathBuf> {
+    let (out_dir, lock) = locked_cache(target_dir)?;
+    let binary = out_dir.join("provider-nop-go");
+    build_provider_nop(&binary, &mut progress)?;
+    drop(lock);
+    Ok(binary)
+}
+
+/// Builds provider-nop-go into `binary` unless it is there.
+fn build_provider_nop(binary: &Path, progress: &mut impl FnMut(&str)) -> Result<()> {
+    if binary.exists() {
+        return Ok(());
+    }
+    progress(&format!(
+        "building provider-nop-go (crossplane-runtime {CROSSPLANE_RUNTIME_VERSION}) into {}",
+        binary.display()
+    ));
+    go_build(
+        "provider-nop-go",
+        binary,
+        &provider_ldflags(),
+        "./provider-nop-go",
+        progress,
+    )
+}
+
 /// Builds function-go into `binary` unless it is there.
 fn build_function(binary: &Path, progress: &mut impl FnMut(&str)) -> Result<()> {
     if binary.exists() {
@@ -221,19 +250,7 @@ pub fn ensure_built(target_dir: &Path, mut progress: impl FnMut(&str)) -> Result
         crossplane: out_dir.join("crossplane"),
         crossplane_crds: out_dir.join("crossplane-crds"),
     };
-    if !peers.provider_nop.exists() {
-        progress(&format!(
-            "building provider-nop-go (crossplane-runtime {CROSSPLANE_RUNTIME_VERSION}) into {}",
-            peers.provider_nop.display()
-        ));
-        go_build(
-            "provider-nop-go",
-            &peers.provider_nop,
-            &provider_ldflags(),
-            "./provider-nop-go",
-            &mut progress,
-        )?;
-    }
+    build_provider_nop(&peers.provider_nop, &mut progress)?;
     build_function(&peers.function, &mut progress)?;
     if !peers.crossplane.exists() {
         progress(&format!(

@@ -7,8 +7,9 @@
 //! back to 2 Ready Pods) and measures how long the Lease takes to reach the other Pod; then does the same
 //! to a Deployment of client-go's lease candidate under the same conditions ([`candidate`]), splits each
 //! handover with the audit log at the old leader's release, runs the faults only a node gives (a
-//! container killed, an eviction against the budget, a leader frozen with its requests in flight) and
-//! reads each Pod's memory from the kubelet's stats.
+//! container killed, an eviction against the budget, a leader frozen with its requests in flight),
+//! reads each Pod's memory from the kubelet's stats, rolls provider-nop and the core from build A to B
+//! ([`rolling`]) and switches provider-nop between our image and the Go peer's ([`migration`]).
 
 use std::{
     path::{Path, PathBuf},
@@ -26,6 +27,7 @@ mod candidate;
 mod cutoff;
 mod faults;
 mod handover;
+pub mod migration;
 mod report;
 mod rolling;
 
@@ -87,6 +89,7 @@ pub fn run(deletions: usize) -> anyhow::Result<i32> {
     archives.extend(image::pack_next(image::NEXT_CORE, &out, &options)?);
     let pause = out.join("pause.oci.tar");
     let candidate_image = candidate::build_image(&out)?;
+    let peer_image = migration::build_peer_image(&out)?;
     let dir = target_dir().join("testbed").join("node-bench");
     if dir.exists() {
         std::fs::remove_dir_all(&dir).with_context(|| format!("removing {}", dir.display()))?;
@@ -104,7 +107,7 @@ pub fn run(deletions: usize) -> anyhow::Result<i32> {
         let imported = archives
             .iter()
             .filter(|a| !a.ends_with("pause.oci.tar"))
-            .chain([&candidate_image])
+            .chain([&candidate_image, &peer_image])
             .try_for_each(|a| bed.node().import(a))
             .map(|()| start.elapsed());
         bed.stop().context("stopping the node test bed")?;
@@ -243,6 +246,9 @@ async fn measure(
             .map(|(app, (lease, _))| (app, lease))
             .collect();
     let rollout = rolling::run(&client, &cluster, dir, &leases).await?;
+    // The live migration between implementations, on provider-nop's Lease.
+    let migration = migration::run(&client, &cluster, &lease).await?;
+    eprintln!("[node] {}", migration.summary());
     let events = cluster.audit().read()?.events;
     let prefix = format!("system:serviceaccount:{NAMESPACE}:");
     let refused = events
@@ -269,6 +275,7 @@ async fn measure(
         our_splits: &our_splits,
         their_splits: &their_splits,
         rollout: &rollout,
+        migration: &migration,
         faults: &faults,
         refused,
     })?;
@@ -281,6 +288,7 @@ async fn measure(
         .with_context(|| format!("writing {}", path.display()))?;
     eprintln!("[node] wrote {}", path.display());
     rollout.check()?;
+    migration.check()?;
     ensure!(
         refused == faults.expected_refusals,
         "the fence refused {refused} requests, {} of them the frozen leader's late writes",

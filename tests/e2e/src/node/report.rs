@@ -7,6 +7,7 @@ use testenv::workload;
 
 use super::faults::Faults;
 use super::handover::{self, Deletion, Split};
+use super::migration::Migration;
 use super::rolling::Rollout;
 use super::{StartTimes, candidate};
 
@@ -23,6 +24,7 @@ pub(super) struct Run<'a> {
     pub(super) our_splits: &'a [Split],
     pub(super) their_splits: &'a [Split],
     pub(super) rollout: &'a Rollout,
+    pub(super) migration: &'a Migration,
     pub(super) faults: &'a Faults,
     pub(super) refused: usize,
 }
@@ -41,6 +43,7 @@ pub(super) fn document(run: &Run<'_>) -> anyhow::Result<String> {
         our_splits,
         their_splits,
         rollout,
+        migration,
         faults,
         refused,
     } = run;
@@ -133,6 +136,10 @@ pub(super) fn document(run: &Run<'_>) -> anyhow::Result<String> {
     )?;
     writeln!(md)?;
     for line in rollout.section() {
+        writeln!(md, "{line}")?;
+    }
+    writeln!(md)?;
+    for line in migration.section() {
         writeln!(md, "{line}")?;
     }
     writeln!(md)?;

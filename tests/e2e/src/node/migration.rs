@@ -1,0 +1,446 @@
+//! A live migration between implementations on one Lease (issue 24, item 4): provider-nop's Deployment
+//! switches its image from ours (Rust) to the crossplane-runtime peer (`tests/peers/provider-nop-go`, Go,
+//! controller-runtime's leader election at its defaults), then back to ours, then to the peer again,
+//! while its NopResources keep changing. Only the image changes, as a user switching images would do:
+//! the same Deployment, ServiceAccount, fence, env (`POD_NAME`, `LEADER_ELECTION`) and ports.
+//!
+//! The audit log then proves one writer per term across implementations (the fault schedule's checker:
+//! no two holders at once, no write outside its writer's term), names the implementation that acted in
+//! each term (the product in its writes' user agents), and gives each switch's longest time with no
+//! leader. At the end every NopResource is Ready and Synced at its last generation.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, ensure};
+use flate2::Compression;
+use jiff::Timestamp;
+use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+use kube::{
+    Api,
+    api::{DynamicObject, ListParams, Patch, PatchParams, PostParams},
+};
+use serde_json::json;
+use testenv::workload;
+
+use crate::checker::{self, Lock};
+use release::{image, target_dir};
+
+use super::{NAMESPACE, READY_TIMEOUT};
+
+/// The Deployment switched.
+const APP: &str = "provider-nop";
+/// The peer's image name.
+pub const PEER_IMAGE: &str = "provider-nop-go";
+/// The peer's product in its user agent (`provider-nop-go/<version> (<identity>)`).
+const PEER_AGENT: &str = "provider-nop-go";
+/// Ours (`provider-nop/<version> (<identity>)`).
+const OUR_AGENT: &str = "provider-nop";
+const NOPS: usize = 8;
+/// How often a NopResource changes while the switches run.
+const CHANGE_EVERY: Duration = Duration::from_millis(250);
+
+/// Builds provider-nop-go (cached with the other Go peers) and packs it as `<out>/provider-nop-go.oci.tar`.
+pub fn build_peer_image(out: &Path) -> anyhow::Result<PathBuf> {
+    let binary = testenv::peers::ensure_provider_nop(&target_dir(), |line| eprintln!("[peers] {line}"))
+        .context("building provider-nop-go (Go, crossplane-runtime)")?;
+    let archive = out.join(format!("{PEER_IMAGE}.oci.tar"));
+    image::pack_static(
+        PEER_IMAGE,
+        "crossplane-rs's Go peer of provider-nop, on crossplane-runtime (tests/peers/provider-nop-go), static",
+        &binary,
+        &archive,
+        Compression::new(1),
+    )?;
+    Ok(archive)
+}
+
+/// The reference the peer's image is imported under.
+pub fn peer_reference() -> String {
+    release::registry::Registry::default().full_reference(PEER_IMAGE, image::TAG)
+}
+
+/// Which implementation a user agent's product names.
+fn implementation(product: &str) -> &'static str {
+    match product {
+        PEER_AGENT => "Go",
+        OUR_AGENT => "Rust",
+        _ => "other",
+    }
+}
+
+/// One switch of the Deployment's image.
+pub struct Switch {
+    /// The implementation switched to.
+    pub to: &'static str,
+    /// From the patch until 2 Ready Pods of the new image, one holding the Lease.
+    pub seconds: f64,
+    /// The longest time with no leader during the switch (audit log), in ms.
+    pub no_leader_ms: f64,
+}
+
+/// What the migration showed.
+pub struct Migration {
+    /// The switches, in order.
+    pub switches: Vec<Switch>,
+    /// How many changes were made to the NopResources while the switches ran.
+    pub changes: u64,
+    /// NopResources Ready and Synced at their last generation at the end, of [`NOPS`].
+    pub ready: usize,
+    /// How many NopResources changed.
+    pub nops: usize,
+    /// provider-nop's writes (all but Leases and Events) from the first switch on.
+    pub writes: usize,
+    /// How many of them the Go peer made.
+    pub writes_go: usize,
+    /// How many of them ours made.
+    pub writes_rust: usize,
+    /// What the checker found (two holders at once, writes outside their writer's term).
+    pub violations: Vec<String>,
+    /// Each term from the first switch on: its holder's Pod and the implementations that wrote in it.
+    pub terms: Vec<(String, String)>,
+}
+
+async fn set_image(client: &kube::Client, reference: &str) -> anyhow::Result<()> {
+    let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": APP, "image": reference}]}}}});
+    Api::<Deployment>::namespaced(client.clone(), NAMESPACE)
+        .patch(APP, &PatchParams::default(), &Patch::Strategic(&patch))
+        .await
+        .with_context(|| format!("setting {APP}'s image to {reference}"))?;
+    Ok(())
+}
+
+/// Whether provider-nop runs 2 Ready Pods of `reference` and nothing else, one of them holding `lease`.
+async fn switched(client: &kube::Client, lease: &str, reference: &str) -> anyhow::Result<bool> {
+    let pods = Api::<Pod>::namespaced(client.clone(), NAMESPACE)
+        .list(&ListParams::default().labels(&format!("app.kubernetes.io/name={APP}")))
+        .await?
+        .items;
+    let all_new = pods.len() == 2
+        && pods.iter().all(|p| {
+            workload::is_ready(p)
+                && p.spec
+                    .as_ref()
+                    .is_some_and(|s| s.containers[0].image.as_deref() == Some(reference))
+        });
+    let holder = workload::lease_holders(client, NAMESPACE)
+        .await?
+        .get(lease)
+        .cloned()
+        .unwrap_or_default();
+    Ok(all_new
+        && pods
+            .iter()
+            .any(|p| workload::name(p) == workload::holder_pod(&holder)))
+}
+
+fn condition_at<'a>(r: &'a DynamicObject, kind: &str) -> Option<&'a serde_json::Value> {
+    r.data["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind && c["status"] == "True")
+}
+
+/// How many of ours are Ready and Synced, Synced at their current generation.
+async fn converged(client: &kube::Client) -> anyhow::Result<usize> {
+    let nops = workload::nop_api(client)
+        .list(&ListParams::default())
+        .await?
+        .items;
+    Ok(nops
+        .iter()
+        .filter(|r| {
+            r.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("migrate-"))
+        })
+        .filter(|r| {
+            condition_at(r, "Ready").is_some()
+                && condition_at(r, "Synced")
+                    .is_some_and(|c| c["observedGeneration"].as_i64() == r.metadata.generation)
+        })
+        .count())
+}
+
+async fn wait_converged(client: &kube::Client) -> anyhow::Result<usize> {
+    let start = Instant::now();
+    loop {
+        let ready = converged(client).await?;
+        if ready == NOPS {
+            return Ok(ready);
+        }
+        ensure!(
+            start.elapsed() < READY_TIMEOUT,
+            "{ready} of {NOPS} NopResources Ready and Synced at their last generation after {}s",
+            READY_TIMEOUT.as_secs()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Runs the migration on provider-nop's Deployment, whose replicas stand for `lease`. The peer's image
+/// ([`peer_reference`]) must be on the node.
+pub async fn run(
+    client: &kube::Client,
+    cluster: &testenv::Cluster,
+    lease: &str,
+) -> anyhow::Result<Migration> {
+    let deployments = Api::<Deployment>::namespaced(client.clone(), NAMESPACE);
+    let ours = deployments
+        .get(APP)
+        .await?
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|s| s.containers.into_iter().next())
+        .and_then(|c| c.image)
+        .with_context(|| format!("{APP}'s Deployment names no image"))?;
+    let peer = peer_reference();
+    let nops = workload::nop_api(client);
+    for i in 0..NOPS {
+        nops.create(
+            &PostParams::default(),
+            &workload::ready_nop(&format!("migrate-{i}")),
+        )
+        .await?;
+    }
+    wait_converged(client).await?;
+    eprintln!("[node] {NOPS} NopResources Ready; switching {APP} Rust -> Go -> Rust -> Go while they change");
+
+    let changing = Arc::new(AtomicBool::new(true));
+    let changer = {
+        let (nops, changing) = (nops.clone(), changing.clone());
+        tokio::spawn(async move {
+            let mut k = 0u64;
+            while changing.load(Ordering::Relaxed) {
+                k += 1;
+                let patch = json!({"spec": {"forProvider": {"fields": {"integerField": k}}}});
+                nops.patch(
+                    &format!("migrate-{}", k as usize % NOPS),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await?;
+                tokio::time::sleep(CHANGE_EVERY).await;
+            }
+            anyhow::Ok(k)
+        })
+    };
+    let started_at = Timestamp::now();
+    let mut windows = Vec::new();
+    let outcome = async {
+        for (to, reference) in [("Go", &peer), ("Rust", &ours), ("Go", &peer)] {
+            let from = Timestamp::now();
+            let started = Instant::now();
+            set_image(client, reference).await?;
+            while !switched(client, lease, reference).await? {
+                ensure!(
+                    started.elapsed() < READY_TIMEOUT,
+                    "{APP} did not switch to {reference} (2 Ready Pods, one holding {lease}) within {}s",
+                    READY_TIMEOUT.as_secs()
+                );
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            let seconds = started.elapsed().as_secs_f64();
+            eprintln!("[node] {APP} switched to {to} ({reference}) in {seconds:.1}s");
+            windows.push((to, seconds, from, Timestamp::now()));
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    changing.store(false, Ordering::Relaxed);
+    let changes = changer.await??;
+    outcome?;
+    let ready = wait_converged(client).await?;
+
+    let events: Vec<testenv::AuditEvent> = cluster
+        .audit()
+        .read()?
+        .events
+        .into_iter()
+        .filter(|e| e.resource == "leases" || e.received >= started_at)
+        .collect();
+    let lock = Lock::lease(NAMESPACE, lease);
+    let user = format!("system:serviceaccount:{NAMESPACE}:{APP}");
+    let is_write = |e: &testenv::AuditEvent| {
+        e.user == user && e.resource != "leases" && e.resource != "events" && e.received >= started_at
+    };
+    let written: Vec<&testenv::AuditEvent> = events.iter().filter(|e| e.is_write() && is_write(e)).collect();
+    let product = |e: &testenv::AuditEvent| e.user_agent.split('/').next().unwrap_or_default().to_owned();
+    let writes_go = written.iter().filter(|e| product(e) == PEER_AGENT).count();
+    let writes_rust = written.iter().filter(|e| product(e) == OUR_AGENT).count();
+    let mut violations: Vec<String> = checker::check_lock(&events, &lock)
+        .into_iter()
+        .filter(|v| v.time >= started_at)
+        .map(|v| v.to_string())
+        .collect();
+    violations.extend(
+        checker::check_writes(&events, &lock, is_write)
+            .into_iter()
+            .map(|v| v.to_string()),
+    );
+    let all_terms = checker::terms(&events, &lock);
+    let terms = all_terms
+        .iter()
+        .filter(|t| t.valid_until() >= started_at)
+        .map(|t| {
+            // Every write of the holder in its term, Lease writes too, so that a term with no other
+            // write still names its implementation.
+            let mut acted: Vec<&str> = events
+                .iter()
+                .filter(|e| e.is_write() && e.agent_identity() == Some(t.holder.as_str()))
+                .filter(|e| t.covers(e.received, e.stage_time))
+                .map(|e| implementation(&product(e)))
+                .collect();
+            acted.sort_unstable();
+            acted.dedup();
+            (workload::holder_pod(&t.holder).to_owned(), acted.join(","))
+        })
+        .collect();
+    let switches = windows
+        .into_iter()
+        .map(|(to, seconds, from, until)| Switch {
+            to,
+            seconds,
+            no_leader_ms: crate::packages::longest_gap(&all_terms, from, until).0,
+        })
+        .collect();
+    Ok(Migration {
+        switches,
+        changes,
+        ready,
+        nops: NOPS,
+        writes: written.len(),
+        writes_go,
+        writes_rust,
+        violations,
+        terms,
+    })
+}
+
+impl Migration {
+    /// One line for a log.
+    pub fn summary(&self) -> String {
+        let switches = self
+            .switches
+            .iter()
+            .map(|s| {
+                format!(
+                    "to {} in {:.1} s (no leader {:.0} ms)",
+                    s.to, s.seconds, s.no_leader_ms
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        format!(
+            "live migration: {switches}; {} changes; {} writes checked ({} by Go, {} by Rust), {} violations; \
+             implementation per term: {}; {} of {} NopResources Ready at their last generation",
+            self.changes,
+            self.writes,
+            self.writes_go,
+            self.writes_rust,
+            self.violations.len(),
+            self.terms
+                .iter()
+                .map(|(_, i)| if i.is_empty() { "no write" } else { i.as_str() })
+                .collect::<Vec<_>>()
+                .join(" → "),
+            self.ready,
+            self.nops
+        )
+    }
+
+    /// docs/node.md's section.
+    pub fn section(&self) -> Vec<String> {
+        let mut out = vec![
+            "## Live migration between Go and Rust on one Lease".to_string(),
+            String::new(),
+            format!(
+                "provider-nop's Deployment switched its image from ours (Rust) to `{PEER_IMAGE}` (our \
+                 NopResource provider in Go on crossplane-runtime's managed reconciler, with \
+                 controller-runtime's leader election at its defaults: 15 s / 10 s / 2 s, no release on \
+                 shutdown), back to ours, and to the peer again, while {} NopResources kept changing ({} \
+                 changes, one every {} ms). Only the image changed: the same Deployment, ServiceAccount, \
+                 fence, env and Lease. Each switch lasted until 2 Ready Pods of the new image ran, one \
+                 holding the Lease; its longest time with no leader comes from the audit log (a term's end, \
+                 by release or expiry, to the next term's start).",
+                self.nops,
+                self.changes,
+                CHANGE_EVERY.as_millis()
+            ),
+            String::new(),
+            "| Switch to | Took | Longest time with no leader |".to_string(),
+            "|---|---:|---:|".to_string(),
+        ];
+        for s in &self.switches {
+            out.push(format!(
+                "| {} | {:.1} s | {:.0} ms |",
+                s.to, s.seconds, s.no_leader_ms
+            ));
+        }
+        out.push(String::new());
+        out.push(format!(
+            "Going to Go, our leader releases the Lease on its Pod's deletion and a Go standby takes it at \
+             its next 2 s retry. Going to Rust, the Go leader exits without releasing (controller-runtime's \
+             `LeaderElectionReleaseOnCancel` is off by default), so our standby waits out the Lease's 15 s. \
+             The audit log checked {} writes of provider-nop ({} by Go, {} by Rust) from the first switch \
+             on: **{} violations** (two holders at once, a write outside its writer's term). At the end {} \
+             of {} NopResources were Ready and Synced at their last generation.",
+            self.writes,
+            self.writes_go,
+            self.writes_rust,
+            self.violations.len(),
+            self.ready,
+            self.nops
+        ));
+        out.push(String::new());
+        out.push(format!(
+            "Implementation that acted in each term, in order: {}.",
+            self.terms
+                .iter()
+                .map(|(pod, i)| format!("{} ({pod})", if i.is_empty() { "no write" } else { i }))
+                .collect::<Vec<_>>()
+                .join(" → ")
+        ));
+        for v in &self.violations {
+            out.push(String::new());
+            out.push(format!("Violation: {v}"));
+        }
+        out
+    }
+
+    /// Fails unless the migration was safe and complete: no violation, one implementation per term,
+    /// both implementations wrote, the last term the peer's, every NopResource converged.
+    pub fn check(&self) -> anyhow::Result<()> {
+        ensure!(self.violations.is_empty(), "violations: {:#?}", self.violations);
+        ensure!(
+            self.terms.iter().all(|(_, i)| !i.contains(',')),
+            "a term with two implementations: {:?}",
+            self.terms
+        );
+        ensure!(
+            self.writes_go > 0 && self.writes_rust > 0,
+            "the migration checked {} writes by Go and {} by Rust: both must have acted",
+            self.writes_go,
+            self.writes_rust
+        );
+        ensure!(
+            self.terms.last().is_some_and(|(_, i)| i == "Go"),
+            "the last term is not the Go peer's: {:?}",
+            self.terms
+        );
+        ensure!(
+            self.ready == self.nops,
+            "{} of {} NopResources converged",
+            self.ready,
+            self.nops
+        );
+        Ok(())
+    }
+}
