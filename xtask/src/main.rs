@@ -11,7 +11,9 @@
 //! - `cargo xtask image [BINARY|--all] [--pause]` packs release binaries as OCI image archives (and the
 //!   node's sandbox image).
 //! - `cargo xtask harness` only builds the harness.
-//! - `cargo xtask bench [--quick]` measures our elector against client-go's and writes `docs/benchmarks.*`.
+//! - `cargo xtask bench [--quick]` measures our elector against client-go's and writes `docs/benchmarks.*`;
+//!   `--scale [--size N]...` measures providers at scale, ours against crossplane-runtime's, and writes
+//!   `docs/scale.*`.
 //! - `cargo xtask chaos [--changes N] [--fence-after N]` runs the full fault schedule, first
 //!   without and then with the server-side fence, prints its summary and writes
 //!   `docs/reliability.md` and `docs/reliability.json`.
@@ -143,8 +145,15 @@ enum Command {
         quick: bool,
         /// Only the composition-functions benchmark (100 XRs x 5 resources, 2-step pipeline; per-call
         /// gRPC overhead against the built-in step); writes docs/functions-benchmark.md.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "scale")]
         functions: bool,
+        /// Only the scale benchmark: providers, ours against crossplane-runtime's, with 1 000 and 10 000
+        /// NopResources; writes docs/scale.md and docs/scale.json.
+        #[arg(long, conflicts_with = "quick")]
+        scale: bool,
+        /// With --scale: the numbers of NopResources (repeatable; default 1000 and 10000).
+        #[arg(long = "size", value_name = "N", requires = "scale")]
+        sizes: Vec<usize>,
     },
     /// Run the full fault schedule on a fresh control plane: provider-nop and core replicas
     /// hit by kills, stops, restarts, cut-offs, clock skew and rolling updates; the audit-log checker
@@ -225,6 +234,12 @@ fn main() {
             })
         }
         Command::Bench { functions: true, .. } => bench::functions::run(),
+        Command::Bench {
+            scale: true, sizes, ..
+        } if sizes.is_empty() => e2e::scale::run(e2e::scale::SIZES),
+        Command::Bench {
+            scale: true, sizes, ..
+        } => e2e::scale::run(&sizes),
         Command::Bench { quick, .. } => bench::run(quick),
         Command::NodeBench { deletions } => node::run(deletions),
         Command::PackageBench { upgrades } => e2e::packages::bench::run(upgrades),

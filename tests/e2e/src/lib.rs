@@ -22,5 +22,6 @@ pub mod metrics_names;
 pub mod node;
 pub mod packages;
 pub mod relay;
+pub mod scale;
 pub mod schedule;
 pub mod suite;

@@ -95,6 +95,19 @@ pub const ARTIFACTS: &[Artifact] = &[
             "crates/testenv/src/node",
             "crates/manager/src/run/own_pod.rs",
             "tests/e2e/src/node",
+            "tests/peers/provider-nop-go",
+        ],
+    },
+    Artifact {
+        json: "scale.json",
+        markdown: Some("scale.md"),
+        command: "cargo xtask bench --scale",
+        measures: &[
+            "crates/managed/src",
+            "crates/manager/src",
+            "providers/provider-nop/src",
+            "tests/peers/provider-nop-go",
+            "tests/e2e/src/scale",
         ],
     },
     Artifact {

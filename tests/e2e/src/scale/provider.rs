@@ -1,0 +1,426 @@
+//! One provider at one size: two replicas of ours (provider-nop) or of the crossplane-runtime peer
+//! (provider-nop-go) on a fresh control plane, `size` NopResources created at once, and what it took
+//! until all were Ready.
+
+use std::{
+    collections::{BTreeMap, HashSet},
+    path::{Path, PathBuf},
+    process::Stdio,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, bail, ensure};
+use futures::StreamExt;
+use jiff::Timestamp;
+use kube::{
+    Api, CustomResourceExt,
+    api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams},
+    runtime::{WatchStreamExt, watcher},
+};
+use serde::Serialize;
+use tokio::process::{Child, Command};
+
+/// The Lease both implementations stand for.
+const LEASE: &str = "crossplane-leader-election-provider-nop";
+/// How many requests create the resources at once.
+const CREATORS: usize = 16;
+/// How long all of them may take to be Ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// Which provider.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum Imp {
+    /// Ours, providers/provider-nop (release build).
+    Rust,
+    /// tests/peers/provider-nop-go, on crossplane-runtime and controller-runtime.
+    Go,
+}
+
+impl Imp {
+    /// Its name in the report.
+    pub fn label(self) -> &'static str {
+        match self {
+            Imp::Rust => "provider-nop (Rust)",
+            Imp::Go => "provider-nop-go (crossplane-runtime)",
+        }
+    }
+}
+
+/// The flags both get alike.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Flags {
+    /// `--max-reconcile-rate`: both take it as the global reconcile rate and the number of workers.
+    pub max_reconcile_rate: u32,
+    /// `--poll`, in seconds: long, so that resources already Ready are not polled again during the run.
+    pub poll_seconds: u64,
+}
+
+/// CPU and memory of one replica over the run.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Usage {
+    /// User and system CPU time from the first create until all were Ready.
+    pub cpu_seconds: f64,
+    /// Peak resident set (`VmHWM`) at the end, in MiB.
+    pub peak_rss_mib: f64,
+}
+
+/// What one run measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct Run {
+    /// Which provider.
+    pub imp: Imp,
+    /// How many NopResources.
+    pub size: usize,
+    /// From the first create until the last create returned.
+    pub create_seconds: f64,
+    /// From the first create until all were Ready.
+    pub ready_seconds: f64,
+    /// The leader's `controller_runtime_reconcile_total` at the end.
+    pub reconciles: f64,
+    /// The leader, and the standby.
+    pub leader: Usage,
+    /// The standby.
+    pub standby: Usage,
+    /// The replicas' requests to the apiserver from the first create until all were Ready, by verb
+    /// (Leases apart), from the audit log.
+    pub requests: BTreeMap<String, usize>,
+    /// Their Lease requests in the same window.
+    pub lease_requests: usize,
+}
+
+impl Run {
+    /// Ready resources per second.
+    pub fn per_second(&self) -> f64 {
+        self.size as f64 / self.ready_seconds.max(f64::MIN_POSITIVE)
+    }
+
+    /// Reconciles per second.
+    pub fn reconciles_per_second(&self) -> f64 {
+        self.reconciles / self.ready_seconds.max(f64::MIN_POSITIVE)
+    }
+
+    /// All requests but Leases, per resource.
+    pub fn requests_per_resource(&self) -> f64 {
+        self.requests.values().sum::<usize>() as f64 / self.size.max(1) as f64
+    }
+}
+
+/// A replica process.
+struct Replica {
+    identity: String,
+    child: Child,
+    pid: u32,
+    metrics: u16,
+}
+
+impl Replica {
+    fn spawn(
+        imp: Imp,
+        binary: &Path,
+        kubeconfig: &Path,
+        namespace: &str,
+        identity: &str,
+        flags: Flags,
+        logs: &Path,
+    ) -> anyhow::Result<Replica> {
+        let metrics = testenv::free_port()?;
+        let mut cmd = Command::new(binary);
+        cmd.arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["--leader-election", "--leader-election-namespace", namespace])
+            .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}")])
+            .args(["--health-probe-bind-address", "0"])
+            .args(["--poll", &format!("{}s", flags.poll_seconds)])
+            .args(["--max-reconcile-rate", &flags.max_reconcile_rate.to_string()]);
+        if imp == Imp::Rust {
+            cmd.args(["--leader-election-identity", identity]);
+        }
+        let log = std::fs::File::create(logs.join(format!("{identity}.log")))?;
+        let child = cmd
+            .env_remove("KUBECONFIG")
+            .env_remove("POD_NAMESPACE")
+            .env("POD_NAME", identity)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("starting {}", binary.display()))?;
+        let pid = child.id().context("a replica without a pid")?;
+        Ok(Replica {
+            identity: identity.to_owned(),
+            child,
+            pid,
+            metrics,
+        })
+    }
+
+    fn cpu_seconds(&self) -> anyhow::Result<f64> {
+        cpu_seconds(self.pid)
+    }
+}
+
+/// User plus system CPU time of `pid`, in seconds (`/proc/<pid>/stat`).
+fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).context("reading /proc/<pid>/stat")?;
+    // The command may hold spaces: the fields after it start past the last ')'.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the state's field.
+    let ticks: u64 = [11, 12]
+        .iter()
+        .map(|&i| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0))
+        .sum();
+    // /proc counts in USER_HZ, which Linux fixes at 100 for user space whatever the kernel's HZ.
+    Ok(ticks as f64 / 100.0)
+}
+
+/// `VmHWM` of `pid` in MiB.
+fn peak_rss_mib(pid: u32) -> anyhow::Result<f64> {
+    let status =
+        std::fs::read_to_string(format!("/proc/{pid}/status")).context("reading /proc/<pid>/status")?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .context("no VmHWM in /proc/<pid>/status")?;
+    Ok(kib as f64 / 1024.0)
+}
+
+/// The sum of `controller_runtime_reconcile_total` at `port`'s /metrics.
+async fn reconciles(port: u16) -> anyhow::Result<f64> {
+    let (code, body) = testenv::http_get(port, "/metrics")
+        .await
+        .with_context(|| format!("no answer from /metrics on port {port}"))?;
+    ensure!(code == 200, "/metrics on port {port} answered {code}");
+    Ok(body
+        .lines()
+        .filter(|l| l.starts_with("controller_runtime_reconcile_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum())
+}
+
+async fn install_crd(client: &kube::Client) -> anyhow::Result<()> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crd = provider_nop::types::NopResource::crd();
+    let name = crd.metadata.name.clone().context("the CRD has no name")?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.patch(
+        &name,
+        &PatchParams::apply("xtask-scale").force(),
+        &Patch::Apply(&crd),
+    )
+    .await?;
+    let start = Instant::now();
+    loop {
+        let established = crds
+            .get(&name)
+            .await?
+            .status
+            .and_then(|s| s.conditions)
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"));
+        if established {
+            return Ok(());
+        }
+        ensure!(
+            start.elapsed() < Duration::from_secs(60),
+            "CRD {name} not Established after 60s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits until one of `replicas` holds the Lease; returns its index.
+async fn wait_leader(client: &kube::Client, namespace: &str, replicas: &[Replica]) -> anyhow::Result<usize> {
+    let start = Instant::now();
+    loop {
+        let holders = testenv::workload::lease_holders(client, namespace).await?;
+        if let Some(h) = holders.get(LEASE)
+            && let Some(i) = replicas
+                .iter()
+                .position(|r| testenv::workload::holder_pod(h) == r.identity)
+        {
+            return Ok(i);
+        }
+        ensure!(
+            start.elapsed() < Duration::from_secs(120),
+            "no replica took {LEASE} within 120s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn is_ready(obj: &DynamicObject) -> bool {
+    obj.data["status"]["conditions"]
+        .as_array()
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+}
+
+/// Creates `size` NopResources Ready at once, `CREATORS` at a time; returns when the last create
+/// returned.
+async fn create(api: &Api<DynamicObject>, size: usize) -> anyhow::Result<()> {
+    let mut set = tokio::task::JoinSet::new();
+    let per = size.div_ceil(CREATORS);
+    for w in 0..CREATORS {
+        let api = api.clone();
+        set.spawn(async move {
+            for i in (w * per)..((w + 1) * per).min(size) {
+                let obj: DynamicObject = serde_json::from_value(serde_json::json!({
+                    "apiVersion": "nop.crossplane.io/v1alpha1", "kind": "NopResource",
+                    "metadata": {"name": format!("scale-{i:05}")},
+                    "spec": {"forProvider": {"conditionAfter": [
+                        {"time": "0s", "conditionType": "Ready", "conditionStatus": "True"}]}},
+                }))?;
+                api.create(&PostParams::default(), &obj).await?;
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(r) = set.join_next().await {
+        r??;
+    }
+    Ok(())
+}
+
+/// Runs `imp` with `size` NopResources on a fresh control plane in `dir`.
+pub async fn run(
+    imp: Imp,
+    binary: &Path,
+    harness: &Path,
+    dir: &Path,
+    size: usize,
+    flags: Flags,
+) -> anyhow::Result<Run> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
+    }
+    let mut cp = testenv::ControlPlane::start(dir, harness, false)
+        .await
+        .context("starting a control plane")?;
+    let result = measure(imp, binary, cp.cluster(), dir, size, flags).await;
+    cp.stop().context("stopping the control plane")?;
+    result
+}
+
+async fn measure(
+    imp: Imp,
+    binary: &Path,
+    cluster: &testenv::Cluster,
+    dir: &Path,
+    size: usize,
+    flags: Flags,
+) -> anyhow::Result<Run> {
+    let client = cluster.client().await?;
+    install_crd(&client).await?;
+    let namespace = cluster.namespace("scale").await?;
+    let logs: PathBuf = dir.join("logs");
+    std::fs::create_dir_all(&logs)?;
+    let mut replicas = Vec::new();
+    for id in ["scale-a", "scale-b"] {
+        replicas.push(Replica::spawn(
+            imp,
+            binary,
+            cluster.kubeconfig(),
+            &namespace,
+            id,
+            flags,
+            &logs,
+        )?);
+    }
+    let leader = wait_leader(&client, &namespace, &replicas).await?;
+    let standby = 1 - leader;
+
+    let api: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &ApiResource::erase::<provider_nop::types::NopResource>(&()),
+    );
+    // Count Ready resources from a watch, so that counting costs the apiserver no lists.
+    let (tx, mut rx) = tokio::sync::watch::channel(0usize);
+    let watch = {
+        let api = api.clone();
+        tokio::spawn(async move {
+            let mut ready = HashSet::new();
+            let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()).applied_objects());
+            while let Some(obj) = stream.next().await {
+                let Ok(obj) = obj else { continue };
+                if is_ready(&obj)
+                    && let Some(name) = obj.metadata.name
+                    && ready.insert(name)
+                {
+                    let _ = tx.send(ready.len());
+                }
+            }
+        })
+    };
+    let cpu0 = [replicas[0].cpu_seconds()?, replicas[1].cpu_seconds()?];
+    let from = Timestamp::now();
+    let started = Instant::now();
+    create(&api, size).await?;
+    let create_seconds = started.elapsed().as_secs_f64();
+    let waited = tokio::time::timeout(READY_TIMEOUT, rx.wait_for(|n| *n >= size))
+        .await
+        .is_ok_and(|r| r.is_ok());
+    let ready_seconds = started.elapsed().as_secs_f64();
+    let until = Timestamp::now();
+    watch.abort();
+    if !waited {
+        bail!(
+            "{} of {size} NopResources Ready after {}s ({}; logs in {})",
+            *rx.borrow(),
+            READY_TIMEOUT.as_secs(),
+            imp.label(),
+            logs.display()
+        );
+    }
+    let usage = |i: usize| -> anyhow::Result<Usage> {
+        Ok(Usage {
+            cpu_seconds: replicas[i].cpu_seconds()? - cpu0[i],
+            peak_rss_mib: peak_rss_mib(replicas[i].pid)?,
+        })
+    };
+    let (leader_usage, standby_usage) = (usage(leader)?, usage(standby)?);
+    let reconciles = reconciles(replicas[leader].metrics).await?;
+    eprintln!(
+        "[scale] {}: {size} NopResources Ready in {ready_seconds:.1}s ({reconciles} reconciles)",
+        imp.label()
+    );
+    for r in &mut replicas {
+        let _ = r.child.start_kill();
+        let _ = r.child.wait().await;
+    }
+
+    // The replicas' requests in the window, one per request (its ResponseComplete stage, or the
+    // ResponseStarted of a watch).
+    let identities: Vec<&str> = replicas.iter().map(|r| r.identity.as_str()).collect();
+    let mut requests = BTreeMap::new();
+    let mut lease_requests = 0;
+    let mut seen = HashSet::new();
+    for e in cluster.audit().read()?.events {
+        if e.received < from || e.received > until {
+            continue;
+        }
+        if !e.agent_identity().is_some_and(|id| identities.contains(&id)) {
+            continue;
+        }
+        if !seen.insert(e.audit_id.clone()) {
+            continue;
+        }
+        if e.resource == "leases" {
+            lease_requests += 1;
+        } else {
+            *requests.entry(e.verb.clone()).or_insert(0) += 1;
+        }
+    }
+    Ok(Run {
+        imp,
+        size,
+        create_seconds,
+        ready_seconds,
+        reconciles,
+        leader: leader_usage,
+        standby: standby_usage,
+        requests,
+        lease_requests,
+    })
+}
