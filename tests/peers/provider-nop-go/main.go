@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -143,12 +145,19 @@ func run() error {
 			return err
 		}
 		opts.LeaderElectionNamespace = ns
-		// controller-runtime's own lock, made here only to name the identity (POD_NAME when set, so a test
-		// tells its replicas apart); the timings stay controller-runtime's defaults.
-		lock, err := resourcelock.NewFromKubeconfig(resourcelock.LeasesResourceLock, ns, leaseName,
-			resourcelock.ResourceLockConfig{Identity: id}, leaseConfig(cfg, id), 10*time.Second)
+		// controller-runtime's own kind of lock, made here only to name the identity (POD_NAME when set, so
+		// a test tells its replicas apart) and to keep it in the Lease client's user agent, which
+		// resourcelock.NewFromKubeconfig would replace by client-go's default; the timings stay
+		// controller-runtime's defaults, and the client's timeout is the one NewFromKubeconfig sets (half
+		// the renew deadline).
+		leaseClient, err := kubernetes.NewForConfig(leaseConfig(cfg, id, 5*time.Second))
 		if err != nil {
-			return fmt.Errorf("cannot create the Lease lock: %w", err)
+			return fmt.Errorf("cannot create the Lease client: %w", err)
+		}
+		lock := &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: ns, Name: leaseName},
+			Client:     leaseClient.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 		}
 		opts.LeaderElectionResourceLockInterface = lock
 	}
@@ -198,9 +207,11 @@ func setup(mgr ctrl.Manager, o controller.Options) error {
 }
 
 // leaseConfig is the Lease client's config: the manager's, with "leader-election" in its user agent, as
-// controller-runtime names its own.
-func leaseConfig(cfg *rest.Config, id string) *rest.Config {
+// controller-runtime names its own, and the identity kept in it, so that the audit log attributes every
+// Lease request to its replica.
+func leaseConfig(cfg *rest.Config, id string, timeout time.Duration) *rest.Config {
 	out := rest.CopyConfig(cfg)
 	out.UserAgent = fmt.Sprintf("%s/%s (%s) leader-election", name, version, id)
+	out.Timeout = timeout
 	return out
 }

@@ -2,7 +2,7 @@
 //! wrote (`cargo xtask chaos` → `docs/reliability.json`, `cargo xtask fencing` → `docs/fencing.json`,
 //! `cargo xtask bench` → `docs/benchmarks.json`, `cargo xtask bench --functions` →
 //! `docs/functions-benchmark.json`, `cargo xtask metrics-names` → `docs/metrics-names.json`, `cargo xtask package-bench` →
-//! `docs/packages.json`), between
+//! `docs/packages.json`, `cargo xtask bench --scale` → `docs/scale.json`), between
 //! markers, so that `generate --check` fails when a paragraph and its artifact disagree. Each artifact
 //! names the commit it measured ([`crate::provenance`]), and each rendered block says which.
 
@@ -18,7 +18,7 @@ struct Block {
     render: fn(&Value) -> anyhow::Result<String>,
 }
 
-const BLOCKS: [Block; 7] = [
+const BLOCKS: [Block; 8] = [
     Block {
         name: "conformance",
         source: "conformance.json",
@@ -53,6 +53,11 @@ const BLOCKS: [Block; 7] = [
         name: "packages",
         source: "packages.json",
         render: packages,
+    },
+    Block {
+        name: "scale",
+        source: "scale.json",
+        render: scale,
     },
 ];
 
@@ -251,6 +256,44 @@ fn packages(j: &Value) -> anyhow::Result<String> {
             .as_array()
             .context("bad_inputs is not a list")?
             .len(),
+    ))
+}
+
+/// Providers at scale: per size, ours against the crossplane-runtime peer.
+fn scale(j: &Value) -> anyhow::Result<String> {
+    let runs = at(j, "/runs")?.as_array().context("runs is not a list")?;
+    let find = |provider: &str, size: u64| {
+        runs.iter()
+            .find(|r| r["provider"] == provider && r["size"].as_u64() == Some(size))
+            .with_context(|| format!("no run of {provider} at {size}"))
+    };
+    let mut sizes: Vec<u64> = runs.iter().filter_map(|r| r["size"].as_u64()).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let mut parts = Vec::new();
+    for size in sizes {
+        let (ours, peer) = (find("Rust", size)?, find("Go", size)?);
+        parts.push(format!(
+            "{} NopResources Ready in {:.1} s against {:.1} s, leader CPU {:.1} s against {:.1} s, leader \
+             peak RSS {:.0} MiB against {:.0} MiB, {:.2} requests per resource against {:.2}",
+            count(&Value::from(size))?,
+            float(ours, "/ready_seconds")?,
+            float(peer, "/ready_seconds")?,
+            float(ours, "/leader/cpu_seconds")?,
+            float(peer, "/leader/cpu_seconds")?,
+            float(ours, "/leader/peak_rss_mib")?,
+            float(peer, "/leader/peak_rss_mib")?,
+            float(ours, "/requests_per_resource")?,
+            float(peer, "/requests_per_resource")?,
+        ));
+    }
+    Ok(format!(
+        "`cargo xtask bench --scale` writes [docs/scale.md](docs/scale.md) ({}): provider-nop against our \
+         NopResource provider on crossplane-runtime (Go), two replicas each on a control plane of its own, \
+         both at `--max-reconcile-rate {}`. Ours against the peer: {}.\n",
+        origin(j)?,
+        at(j, "/flags/max_reconcile_rate")?,
+        parts.join("; "),
     ))
 }
 
