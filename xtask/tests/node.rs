@@ -35,17 +35,12 @@ use std::{
 };
 use testenv::kubectl::run as kubectl;
 
-use std::sync::{
-    Arc,
-    atomic::{AtomicBool, Ordering},
-};
-
 use anyhow::{Context, Result, ensure};
 use e2e::checker::{self, Lock};
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
 use kube::{
     Api,
-    api::{DynamicObject, ListParams, Patch, PatchParams, PostParams},
+    api::{DynamicObject, ListParams, PostParams},
 };
 use testenv::workload;
 
@@ -373,23 +368,7 @@ async fn rolling_update(cluster: &testenv::Cluster, work: &Path) -> Result<()> {
         let r = workload::ready_nop(&format!("rolling-{i}"));
         nops.create(&PostParams::default(), &r).await?;
     }
-    let changing = Arc::new(AtomicBool::new(true));
-    let changer = {
-        let (nops, changing) = (nops.clone(), changing.clone());
-        tokio::spawn(async move {
-            let mut n = 0u64;
-            while changing.load(Ordering::Relaxed) {
-                n += 1;
-                let name = format!("rolling-{}", n as usize % NOP_RESOURCES);
-                let patch =
-                    serde_json::json!({ "spec": { "forProvider": { "fields": { "integerField": n } } } });
-                nops.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await?;
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-            anyhow::Ok(n)
-        })
-    };
+    let churn = e2e::churn::Churn::start(nops.clone(), "rolling", NOP_RESOURCES, Duration::from_millis(250));
 
     let started = Instant::now();
     let overlay = write_overlay(work, true)?;
@@ -447,8 +426,7 @@ async fn rolling_update(cluster: &testenv::Cluster, work: &Path) -> Result<()> {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    changing.store(false, Ordering::Relaxed);
-    let changes = changer.await??;
+    let changes = churn.stop().await?;
 
     // Nothing lost: every NopResource is Ready and Synced at its last generation under build B.
     let deadline = Instant::now() + HANDOVER_TIMEOUT;

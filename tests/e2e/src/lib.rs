@@ -14,6 +14,7 @@
 pub mod bench;
 pub mod chaos;
 pub mod checker;
+pub mod churn;
 pub mod conformance;
 pub mod control_plane;
 pub mod demo;

@@ -11,10 +11,6 @@
 
 use std::{
     path::{Path, PathBuf},
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
     time::{Duration, Instant},
 };
 
@@ -213,25 +209,7 @@ pub async fn run(
     wait_converged(client).await?;
     eprintln!("[node] {NOPS} NopResources Ready; switching {APP} Rust -> Go -> Rust -> Go while they change");
 
-    let changing = Arc::new(AtomicBool::new(true));
-    let changer = {
-        let (nops, changing) = (nops.clone(), changing.clone());
-        tokio::spawn(async move {
-            let mut k = 0u64;
-            while changing.load(Ordering::Relaxed) {
-                k += 1;
-                let patch = json!({"spec": {"forProvider": {"fields": {"integerField": k}}}});
-                nops.patch(
-                    &format!("migrate-{}", k as usize % NOPS),
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                )
-                .await?;
-                tokio::time::sleep(CHANGE_EVERY).await;
-            }
-            anyhow::Ok(k)
-        })
-    };
+    let churn = crate::churn::Churn::start(nops.clone(), "migrate", NOPS, CHANGE_EVERY);
     let started_at = Timestamp::now();
     let mut windows = Vec::new();
     let outcome = async {
@@ -254,8 +232,7 @@ pub async fn run(
         anyhow::Ok(())
     }
     .await;
-    changing.store(false, Ordering::Relaxed);
-    let changes = changer.await??;
+    let changes = churn.stop().await?;
     outcome?;
     let ready = wait_converged(client).await?;
 
@@ -275,16 +252,7 @@ pub async fn run(
     let product = |e: &testenv::AuditEvent| e.user_agent.split('/').next().unwrap_or_default().to_owned();
     let writes_go = written.iter().filter(|e| product(e) == PEER_AGENT).count();
     let writes_rust = written.iter().filter(|e| product(e) == OUR_AGENT).count();
-    let mut violations: Vec<String> = checker::check_lock(&events, &lock)
-        .into_iter()
-        .filter(|v| v.time >= started_at)
-        .map(|v| v.to_string())
-        .collect();
-    violations.extend(
-        checker::check_writes(&events, &lock, is_write)
-            .into_iter()
-            .map(|v| v.to_string()),
-    );
+    let violations = super::judge(&events, &lock, started_at, is_write);
     let all_terms = checker::terms(&events, &lock);
     let terms = all_terms
         .iter()

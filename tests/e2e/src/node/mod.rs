@@ -314,6 +314,27 @@ async fn leader_pod(client: &kube::Client, lease: &str) -> anyhow::Result<Pod> {
         .with_context(|| format!("no running Pod holds {lease} ({holder:?})"))
 }
 
+/// What the audit-log checker finds from `since` on for `lock`: two holders at once, and writes (those
+/// `is_write` selects) outside their writer's term.
+fn judge(
+    events: &[testenv::AuditEvent],
+    lock: &crate::checker::Lock,
+    since: jiff::Timestamp,
+    is_write: impl Fn(&testenv::AuditEvent) -> bool,
+) -> Vec<String> {
+    let mut violations: Vec<String> = crate::checker::check_lock(events, lock)
+        .into_iter()
+        .filter(|v| v.time >= since)
+        .map(|v| v.to_string())
+        .collect();
+    violations.extend(
+        crate::checker::check_writes(events, lock, is_write)
+            .into_iter()
+            .map(|v| v.to_string()),
+    );
+    violations
+}
+
 /// Waits until the Lease `namespace/name` has a holder.
 async fn wait_held(client: &kube::Client, namespace: &str, name: &str) -> anyhow::Result<()> {
     let start = Instant::now();

@@ -290,16 +290,7 @@ pub async fn run(
             e.user == user && e.resource != "leases" && e.resource != "events" && e.received >= started_at
         };
         let writes = events.iter().filter(|e| e.is_write() && is_write(e)).count();
-        let mut violations: Vec<String> = checker::check_lock(&events, &lock)
-            .into_iter()
-            .filter(|v| v.time >= started_at)
-            .map(|v| v.to_string())
-            .collect();
-        violations.extend(
-            checker::check_writes(&events, &lock, is_write)
-                .into_iter()
-                .map(|v| v.to_string()),
-        );
+        let violations = super::judge(&events, &lock, started_at, is_write);
         let terms: Vec<_> = checker::terms(&events, &lock)
             .into_iter()
             .filter(|t| t.valid_until() >= started_at)

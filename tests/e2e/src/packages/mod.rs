@@ -29,8 +29,6 @@ pub mod function;
 pub mod report;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
@@ -410,25 +408,7 @@ pub async fn run(
     wait_nops(&nops, READY_TIMEOUT).await?;
     eprintln!("[packages] {NOPS} NopResources Ready: the package's runtime may manage its kinds");
 
-    let changing = Arc::new(AtomicBool::new(true));
-    let changer = {
-        let (nops, changing) = (nops.clone(), changing.clone());
-        tokio::spawn(async move {
-            let mut k = 0u64;
-            while changing.load(Ordering::Relaxed) {
-                k += 1;
-                let patch = json!({"spec": {"forProvider": {"fields": {"integerField": k}}}});
-                nops.patch(
-                    &format!("pkg-{}", k as usize % NOPS),
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                )
-                .await?;
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-            anyhow::Ok(k)
-        })
-    };
+    let churn = crate::churn::Churn::start(nops.clone(), "pkg", NOPS, Duration::from_millis(250));
     let started_at = Timestamp::now();
     let rounds = async {
         let mut rounds = Vec::new();
@@ -462,8 +442,7 @@ pub async fn run(
         anyhow::Ok(rounds)
     }
     .await;
-    changing.store(false, Ordering::Relaxed);
-    let changes = changer.await??;
+    let changes = churn.stop().await?;
     let mut rounds = rounds?;
     let nops_ready = wait_nops(&nops, READY_TIMEOUT).await?;
 
