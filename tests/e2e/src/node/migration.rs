@@ -77,8 +77,13 @@ pub struct Switch {
     pub to: &'static str,
     /// From the patch until 2 Ready Pods of the new image, one holding the Lease.
     pub seconds: f64,
-    /// The longest time with no leader during the switch (audit log), in ms.
+    /// The longest time with no valid Lease during the switch (audit log), in ms: from a term's end (its
+    /// release, or its expiry) to the next term's start.
     pub no_leader_ms: f64,
+    /// The longest time with nobody acting during the switch, in ms: from the old leader's last request
+    /// to the apiserver to the next term's start. A leader that exits without releasing leaves its Lease
+    /// valid until it expires: this time includes that wait, [`Switch::no_leader_ms`] does not.
+    pub nobody_acting_ms: f64,
 }
 
 /// What the migration showed.
@@ -277,6 +282,7 @@ pub async fn run(
             to,
             seconds,
             no_leader_ms: crate::packages::longest_gap(&all_terms, from, until).0,
+            nobody_acting_ms: nobody_acting(&events, &all_terms, from, until),
         })
         .collect();
     Ok(Migration {
@@ -290,6 +296,32 @@ pub async fn run(
         violations,
         terms,
     })
+}
+
+/// The longest time in `[start, end]` from a leader's last request (of any kind, by the identity in its
+/// user agent) to the next term's start, in ms.
+fn nobody_acting(
+    events: &[testenv::AuditEvent],
+    terms: &[checker::Term],
+    start: Timestamp,
+    end: Timestamp,
+) -> f64 {
+    let mut longest = 0.0f64;
+    for pair in terms.windows(2) {
+        let (prev, next) = (&pair[0], &pair[1]);
+        if next.start < start || next.start > end {
+            continue;
+        }
+        let last = events
+            .iter()
+            .filter(|e| e.agent_identity() == Some(prev.holder.as_str()) && e.received <= next.start)
+            .map(|e| e.received)
+            .max()
+            .unwrap_or(prev.last_renew);
+        let gap = next.start.duration_since(last).as_secs_f64() * 1000.0;
+        longest = longest.max(gap.max(0.0));
+    }
+    longest
 }
 
 impl Migration {
@@ -336,20 +368,22 @@ impl Migration {
                  shutdown), back to ours, and to the peer again, while {} NopResources kept changing ({} \
                  changes, one every {} ms). Only the image changed: the same Deployment, ServiceAccount, \
                  fence, env and Lease. Each switch lasted until 2 Ready Pods of the new image ran, one \
-                 holding the Lease; its longest time with no leader comes from the audit log (a term's end, \
-                 by release or expiry, to the next term's start).",
+                 holding the Lease. From the audit log, per switch: the longest time with no valid Lease (a \
+                 term's end, by release or expiry, to the next term's start) and the longest time with nobody \
+                 acting (the old leader's last request of any kind to the next term's start).",
                 self.nops,
                 self.changes,
                 CHANGE_EVERY.as_millis()
             ),
             String::new(),
-            "| Switch to | Took | Longest time with no leader |".to_string(),
-            "|---|---:|---:|".to_string(),
+            "| Switch to | Took | Longest time with no valid Lease | Longest time with nobody acting |"
+                .to_string(),
+            "|---|---:|---:|---:|".to_string(),
         ];
         for s in &self.switches {
             out.push(format!(
-                "| {} | {:.1} s | {:.0} ms |",
-                s.to, s.seconds, s.no_leader_ms
+                "| {} | {:.1} s | {:.0} ms | {:.0} ms |",
+                s.to, s.seconds, s.no_leader_ms, s.nobody_acting_ms
             ));
         }
         out.push(String::new());
