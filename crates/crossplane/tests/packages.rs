@@ -8,6 +8,9 @@
 
 mod support;
 
+#[path = "packages/mrd.rs"]
+mod mrd;
+
 use std::time::Duration;
 
 use anyhow::Context;
