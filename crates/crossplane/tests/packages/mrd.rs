@@ -296,3 +296,33 @@ async fn a_safe_start_provider_waits_at_zero_replicas_until_a_policy_activates_a
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_conversion_off_a_providers_crds_are_installed_as_crds() -> anyhow::Result<()> {
+    let bed = Bed::start_args(false, &["--enable-custom-to-managed-resource-conversion=false"]).await?;
+    let name = format!("{}-provider-nop", bed.id);
+    let group = format!("{}.nop.example.org", bed.id);
+    // Even with safe-start: without MRDs there is nothing to wait for.
+    let source = bed.source(&name);
+    bed.push(
+        &provider_package(&group, json!({"capabilities": ["safe-start"]}), &[])?,
+        &format!("{source}:v1.0.0"),
+    )
+    .await?;
+    bed.install("Provider", &name, &format!("{source}:v1.0.0"))
+        .await?;
+    let rev = bed.wait_revision("Provider", &name, "True").await?;
+    let crd_name = format!("nopresources.{group}");
+    assert_eq!(rev["status"]["objectRefs"][0]["kind"], "CustomResourceDefinition");
+    assert_eq!(rev["status"]["objectRefs"][0]["name"], crd_name.as_str());
+    let crd = crd_opt(&bed, &crd_name).await?.context("the CRD")?;
+    assert!(crd_established(&crd));
+    assert!(
+        !owner_kinds(&json(&crd))
+            .iter()
+            .any(|k| k == "ManagedResourceDefinition"),
+        "installed directly"
+    );
+    assert!(mrds(&bed).get_opt(&crd_name).await?.is_none(), "no MRD");
+    Ok(())
+}
