@@ -144,12 +144,24 @@ pub struct ConnectionDetail {
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ManagedResourceDefinitionSpec {
-    /// The API group of the managed resource.
+    /// The API group of the managed resource; immutable.
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "Value is immutable"}]))]
     pub group: String,
-    /// Its names.
+    /// Its names; immutable, the plural and singular lowercase.
+    #[schemars(extend("x-kubernetes-validations" = [
+        {"rule": "self == oldSelf", "message": "Value is immutable"},
+        {"rule": "self.plural == self.plural.lowerAscii()", "message": "Plural name must be lowercase"},
+        {"rule": "!has(self.singular) || self.singular == self.singular.lowerAscii()",
+         "message": "Singular name must be lowercase"},
+    ]))]
     pub names: MrdNames,
-    /// `Namespaced` or `Cluster`.
-    #[schemars(extend("enum" = ["Namespaced", "Cluster"]))]
+    /// `Namespaced` (the default) or `Cluster`; immutable.
+    #[serde(default = "namespaced")]
+    #[schemars(extend(
+        "enum" = ["Namespaced", "Cluster"],
+        "default" = "Namespaced",
+        "x-kubernetes-validations" = [{"rule": "self == oldSelf", "message": "Value is immutable"}],
+    ))]
     pub scope: String,
     /// Its versions.
     pub versions: Vec<MrdVersion>,
@@ -170,6 +182,10 @@ pub struct ManagedResourceDefinitionSpec {
         "message": "state cannot be changed once it becomes Active",
     }]))]
     pub state: ManagedResourceDefinitionState,
+}
+
+fn namespaced() -> String {
+    "Namespaced".to_owned()
 }
 
 /// The observed state of a ManagedResourceDefinition.
