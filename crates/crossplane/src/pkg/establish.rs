@@ -187,6 +187,13 @@ pub async fn establish(
             {
                 desired["spec"]["state"] = json!("Active");
             }
+            // Inactive is the MRD's default: not stating it leaves the field to whoever activates the
+            // MRD, so an apply racing an activation never asks to go back (which the MRD refuses).
+            if desired["spec"]["state"] == "Inactive"
+                && let Some(spec) = desired["spec"].as_object_mut()
+            {
+                spec.remove("state");
+            }
             // Deviation: the revision's labels (its package's) go on its MRDs, so a core started
             // with a label selector reconciles the MRDs of the packages it selects.
             for (k, v) in rev.labels() {
