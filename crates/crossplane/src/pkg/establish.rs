@@ -9,6 +9,10 @@
 //! which is how an upgrade moves its CRDs to the new revision. One that a newer sibling controls is
 //! left alone: while an upgrade overlaps, the old revision stays Active until the new one is healthy,
 //! and must not write its older objects back.
+//!
+//! A ManagedResourceDefinition is checked twice: the CRD of its name, if there is one, must not be
+//! another package's either. Its `state` is never taken back from Active (an activation policy's), and
+//! it carries the revision's labels so that a core with a label selector sees it.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DynamicObject, Patch, PatchParams};

@@ -11,8 +11,10 @@
 //!    itself in the Lock and resolve `dependsOn` ([`super::resolver`]) unless
 //!    `skipDependencyResolution`, and install its objects ([`super::establish`]), its webhooks (a
 //!    CRD's conversion, a webhook configuration's) pointed at the revision's runtime
-//!    ([`super::webhooks`]).
-//! 4. `RevisionHealthy` is True once all of that holds, and False with the one reason in words
+//!    ([`super::webhooks`]). A Provider's managed-resource CRDs are installed as
+//!    ManagedResourceDefinitions ([`super::convert`]), Active unless the package declares `safe-start`.
+//! 4. `RevisionHealthy` is True once all of that holds (every CRD established, and the CRD of every
+//!    Active MRD established and controlled as the MRD is), and False with the one reason in words
 //!    otherwise.
 
 use std::sync::Arc;
@@ -22,6 +24,7 @@ use apis::condition::{Condition, ConditionStatus};
 use apis::pkg::meta::Meta;
 use apis::pkg::package::{REASON_HEALTHY, REASON_UNHEALTHY, TYPE_REVISION_HEALTHY};
 use apis::pkg::{LABEL_PACKAGE, STATE_ACTIVE};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
@@ -271,16 +274,13 @@ async fn install(kind: Kind, rev: &DynamicObject, ctx: &Ctx) -> Result<Outcome, 
 /// moves both). An Inactive MRD has no CRD and is ready as it is.
 async fn not_established(client: &kube::Client, r: &Value) -> Result<Option<String>, Error> {
     let name = r["name"].as_str().unwrap_or_default();
-    let crds: Api<
-        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-    > = Api::all(client.clone());
-    let established =
-        |c: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition| {
-            c.status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"))
-        };
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let established = |c: &CustomResourceDefinition| {
+        c.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"))
+    };
     match r["kind"].as_str() {
         Some("CustomResourceDefinition") => {
             if crds.get_opt(name).await?.is_some_and(|c| established(&c)) {
