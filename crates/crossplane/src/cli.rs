@@ -336,9 +336,18 @@ pub async fn core_start(
         user_agent: format!("{}/{}", binary.name, binary.version),
         runtime: args.package_runtime == PackageRuntime::Deployment,
         plain_http: args.plain_http_registry.clone(),
+        convert: upstream
+            .iter()
+            .find(|g| g.name == "enable-custom-to-managed-resource-conversion")
+            .is_none_or(|g| g.value != "false"),
     };
     mgr.add_gated(crate::pkg::CONTROLLER_NAME, move |ctx: TermContext| {
         crate::pkg::run(ctx, packages.clone())
+    });
+    let mrd_selector = args.watch_label_selector.clone();
+    let mrd_metrics = metrics.clone();
+    mgr.add_gated(crate::mrd::CONTROLLER_NAME, move |ctx: TermContext| {
+        crate::mrd::run(ctx, mrd_selector.clone(), mrd_metrics.clone())
     });
     crate::usage::register(&mut mgr, usages, metrics.clone());
     let functions = std::sync::Arc::new(crate::composite::functions::Functions::new(

@@ -4,12 +4,16 @@
 //! pre-installs packages; of that, the CRDs apply to crossplane-rs, and they are built into the binary
 //! ([`crate::crds`]), so `core init` applies them with server-side apply and waits until each is
 //! Established. Then, as upstream's initializer does, it creates the empty DeploymentRuntimeConfig
-//! `default` that packages run with unless they name another (an existing one is left as it is).
+//! `default` that packages run with unless they name another (an existing one is left as it is), and,
+//! given `--activation` (repeatable; upstream's chart passes `--activation=*` from
+//! `provider.defaultActivations`), the ManagedResourceActivationPolicy `default` activating those MRD
+//! names (an existing one is left as it is).
 //! Upstream's `rbac init` waits until the XRD CRD is served; so does this one. Both exit 0 when done,
 //! so the chart's Pods start as upstream's do.
 
 use std::time::{Duration, Instant};
 
+use apis::apiextensions::activation::{ManagedResourceActivationPolicy, ManagedResourceActivationPolicySpec};
 use apis::pkg::{DEFAULT_RUNTIME_CONFIG, DeploymentRuntimeConfig};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
@@ -50,6 +54,12 @@ pub enum InitError {
          deploymentruntimeconfigs.pkg.crossplane.io"
     )]
     RuntimeConfig(#[source] kube::Error),
+    /// The default ManagedResourceActivationPolicy could not be created.
+    #[error(
+        "cannot create the ManagedResourceActivationPolicy \"default\" (--activation): {0}; the ServiceAccount \
+         needs get and create on managedresourceactivationpolicies.apiextensions.crossplane.io"
+    )]
+    ActivationPolicy(#[source] kube::Error),
     /// Logging could not be set up.
     #[error(transparent)]
     Logging(#[from] manager::config::logging::LoggingError),
@@ -82,7 +92,11 @@ pub async fn run(
         wait_established(&crds, name).await?;
     }
     if core {
-        default_runtime_config(&Api::all(clients.main)).await?;
+        default_runtime_config(&Api::all(clients.main.clone())).await?;
+        let activations = activations(upstream);
+        if !activations.is_empty() {
+            default_activation_policy(&Api::all(clients.main), activations).await?;
+        }
     }
     tracing::info!(crds = ?names, "initialization has been completed");
     Ok(())
@@ -130,12 +144,61 @@ async fn default_runtime_config(api: &Api<DeploymentRuntimeConfig>) -> Result<()
     }
 }
 
-/// What `core init` needs beyond the CRDs: reading and creating the default DeploymentRuntimeConfig.
+/// The name of the policy `--activation` creates (upstream's).
+pub const DEFAULT_ACTIVATION_POLICY: &str = "default";
+
+/// The MRD name patterns given with `--activation` (each time it is given; a value is never a list).
+pub fn activations(upstream: &[Given]) -> Vec<String> {
+    upstream
+        .iter()
+        .filter(|g| g.name == "activation")
+        .flat_map(|g| g.value.split(','))
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Creates the ManagedResourceActivationPolicy `default` activating `activate`, unless one exists.
+async fn default_activation_policy(
+    api: &Api<ManagedResourceActivationPolicy>,
+    activate: Vec<String>,
+) -> Result<(), InitError> {
+    if api
+        .get_opt(DEFAULT_ACTIVATION_POLICY)
+        .await
+        .map_err(InitError::ActivationPolicy)?
+        .is_some()
+    {
+        return Ok(());
+    }
+    let policy = ManagedResourceActivationPolicy::new(
+        DEFAULT_ACTIVATION_POLICY,
+        ManagedResourceActivationPolicySpec {
+            activate: activate.clone(),
+        },
+    );
+    match api.create(&PostParams::default(), &policy).await {
+        Ok(_) => {
+            tracing::info!(
+                name = DEFAULT_ACTIVATION_POLICY,
+                ?activate,
+                "created the default ManagedResourceActivationPolicy"
+            );
+            Ok(())
+        }
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(InitError::ActivationPolicy(e)),
+    }
+}
+
+/// What `core init` needs beyond the CRDs: reading and creating the default DeploymentRuntimeConfig
+/// and ManagedResourceActivationPolicy.
 pub fn rbac_needs() -> Vec<manager::controller::rbac::Rule> {
-    vec![manager::controller::rbac::Rule::kind::<DeploymentRuntimeConfig>(
-        &[""],
-        &["get", "create"],
-    )]
+    vec![
+        manager::controller::rbac::Rule::kind::<DeploymentRuntimeConfig>(&[""], &["get", "create"]),
+        manager::controller::rbac::Rule::kind::<ManagedResourceActivationPolicy>(&[""], &["get", "create"]),
+    ]
 }
 
 async fn wait_established(crds: &Api<CustomResourceDefinition>, name: &str) -> Result<(), InitError> {
@@ -153,5 +216,29 @@ async fn wait_established(crds: &Api<CustomResourceDefinition>, name: &str) -> R
             return Err(InitError::NotEstablished(name.to_owned()));
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_activation_given_is_one_pattern() {
+        let given = |v: &str| Given {
+            name: "activation",
+            value: v.into(),
+            ignored: None,
+        };
+        assert!(
+            activations(&[]).is_empty(),
+            "no --activation: no policy, as upstream"
+        );
+        // Given twice, clap joins the values with commas.
+        assert_eq!(
+            activations(&[given("*.nop.crossplane.io,*.aws.crossplane.io")]),
+            ["*.nop.crossplane.io", "*.aws.crossplane.io"]
+        );
+        assert_eq!(activations(&[given("*")]), ["*"]);
     }
 }

@@ -7,7 +7,7 @@
 //! [`definition`] (the XRD controller, which starts one composite controller per XRD as a child of the
 //! term), [`revision`] (Composition → CompositionRevision), [`composite`] (the XR reconciler),
 //! [`rbac`] (the RBAC manager), [`roles`] (the user-facing crossplane-admin/edit/view/browse roles),
-//! [`init`] (`core init`, `rbac init`), [`pkg`] (the package manager), [`usage`] (Usages: deletion protection), [`ops`] (Operations, CronOperations, WatchOperations), [`upstream_flags`] (upstream's flags and what we do with
+//! [`init`] (`core init`, `rbac init`), [`pkg`] (the package manager), [`mrd`] (ManagedResourceDefinitions and activation policies), [`usage`] (Usages: deletion protection), [`ops`] (Operations, CronOperations, WatchOperations), [`upstream_flags`] (upstream's flags and what we do with
 //! each), [`upstream_rbac`] (what upstream's core may do by default), [`render_command`] (`crossplane render`) and [`error`]. Controller wiring, backoff and
 //! reconcile metrics are the manager's ([`manager::controller::ControllerBuilder`]).
 #![forbid(unsafe_code)]
@@ -18,6 +18,7 @@ pub mod composite;
 pub mod definition;
 pub mod error;
 pub mod init;
+pub mod mrd;
 pub mod ops;
 pub mod pkg;
 pub mod rbac;
@@ -45,6 +46,8 @@ pub fn crds()
         CompositionRevision::crd(),
         apis::apiextensions::environment::crd(),
         apis::apiextensions::usage::crd(),
+        apis::apiextensions::mrd::crd(),
+        apis::apiextensions::activation::ManagedResourceActivationPolicy::crd(),
     ];
     crds.extend(apis::protection::crds());
     crds.extend(apis::ops::crds());
@@ -63,6 +66,7 @@ pub fn core_rbac_needs() -> Vec<manager::controller::rbac::Rule> {
     rules.extend(claim::rbac_needs());
     rules.extend(init::rbac_needs());
     rules.extend(pkg::rbac_needs());
+    rules.extend(mrd::rbac_needs());
     rules.extend(usage::rbac_needs());
     rules.extend(ops::rbac_needs());
     manager::controller::rbac::normalize(rules)

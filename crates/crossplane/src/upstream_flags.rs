@@ -105,7 +105,9 @@ pub const CORE_START: &[Flag] = &[
         "composed resources are always watched",
     )
     .default("true"),
-    Flag::ignored_switch("enable-custom-to-managed-resource-conversion", NO_PACKAGES).default("true"),
+    Flag::ignored_switch("enable-custom-to-managed-resource-conversion", "")
+        .default("true")
+        .applied(),
     Flag::ignored_switch("restrict-namespaced-events", NOT_YET).default("false"),
     Flag::ignored_switch("watch-cache-namespaced", NOT_YET).default("false"),
     Flag::refused(
@@ -125,12 +127,13 @@ pub const CORE_START: &[Flag] = &[
     ),
 ];
 
-/// `crossplane core init`: what applies to us (the CRDs) is done; the rest is accepted and ignored.
+/// `crossplane core init`: what applies to us (the CRDs, `--activation`'s default
+/// ManagedResourceActivationPolicy) is done; the rest is accepted and ignored.
 pub const CORE_INIT: &[Flag] = &[
     Flag::ignored("provider", NO_PACKAGES),
     Flag::ignored("configuration", NO_PACKAGES),
     Flag::ignored("function", NO_PACKAGES),
-    Flag::ignored("activation", NO_PACKAGES),
+    Flag::ignored("activation", "").repeatable().applied(),
     Flag::ignored("namespace", "init needs no namespace here")
         .short('n')
         .env("POD_NAMESPACE")

@@ -8,6 +8,9 @@
 
 mod support;
 
+#[path = "packages/mrd.rs"]
+mod mrd;
+
 use std::time::Duration;
 
 use anyhow::Context;
@@ -42,6 +45,11 @@ impl Bed {
     }
 
     async fn start_with(runtime: bool) -> anyhow::Result<Bed> {
+        Self::start_args(runtime, &[]).await
+    }
+
+    /// The core with `extra` arguments.
+    async fn start_args(runtime: bool, extra: &[&str]) -> anyhow::Result<Bed> {
         let cluster = testenv::Cluster::shared()?;
         let client = cluster.client().await?;
         let registry = cluster
@@ -68,20 +76,18 @@ impl Bed {
             )
         };
         let package_runtime = if runtime { "Deployment" } else { "External" };
-        let core = Process::start(
-            &kubeconfig,
-            &[
-                "core",
-                "start",
-                "--watch-label-selector",
-                &selector,
-                "--package-runtime",
-                package_runtime,
-                "-n",
-                &ns,
-            ],
-            &format!("pkg-{id}"),
-        )?;
+        let mut args = vec![
+            "core",
+            "start",
+            "--watch-label-selector",
+            &selector,
+            "--package-runtime",
+            package_runtime,
+            "-n",
+            &ns,
+        ];
+        args.extend_from_slice(extra);
+        let core = Process::start(&kubeconfig, &args, &format!("pkg-{id}"))?;
         Ok(Bed {
             client,
             registry,

@@ -57,12 +57,21 @@ fn command(kubeconfig: &std::path::Path, log: &std::path::Path) -> anyhow::Resul
 async fn init_containers_of_the_chart_exit_zero() -> anyhow::Result<()> {
     let cluster = testenv::Cluster::shared()?;
     let dir = std::env::temp_dir();
+    // The chart passes `--activation` once per `provider.defaultActivations` entry (default `*`); the
+    // patterns here match no MRD, so the policy cannot disturb other tests on the shared apiserver.
+    let activations = ["*.init-a.example.org", "*.init-b.example.org"];
     for sub in ["core", "rbac"] {
         let log = dir.join(format!("crossplane-{sub}-init-{}.log", unique()));
+        let extra: Vec<&str> = if sub == "core" {
+            activations.iter().flat_map(|a| ["--activation", a]).collect()
+        } else {
+            Vec::new()
+        };
         let status = tokio::time::timeout(
             Duration::from_secs(120),
             command(cluster.kubeconfig(), &log)?
                 .args([sub, "init"])
+                .args(&extra)
                 .envs([
                     ("POD_NAMESPACE", "crossplane-system"),
                     ("ENABLE_WEBHOOKS", "false"),
@@ -94,6 +103,15 @@ async fn init_containers_of_the_chart_exit_zero() -> anyhow::Result<()> {
     anyhow::ensure!(
         drc.spec == Default::default(),
         "the default DeploymentRuntimeConfig is empty"
+    );
+    // And, given `--activation`, the ManagedResourceActivationPolicy `default` with those patterns.
+    let mraps: Api<apis::apiextensions::activation::ManagedResourceActivationPolicy> =
+        Api::all(cluster.client().await?);
+    let mrap = mraps.get("default").await?;
+    anyhow::ensure!(
+        mrap.spec.activate == activations,
+        "the default policy activates {:?}",
+        mrap.spec.activate
     );
     Ok(())
 }

@@ -129,8 +129,36 @@ where
     }
 
     /// Runs the controller for one term, until the term ends, recording its reconciles, its work queue
-    /// and its kind's managed-resource metrics in `metrics`.
+    /// and its kind's managed-resource metrics in `metrics`: while the kind's CRD
+    /// (`<plural>.<group>`) is established ([`crate::gate`]).
     pub async fn run(self, ctx: TermContext, metrics: Metrics) -> Result<(), ControllerError> {
+        let crd = format!("{}.{}", K::plural(&()), K::group(&()));
+        let name = self.name.clone();
+        let client = ctx.client().clone();
+        let token = ctx.token().clone();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        crate::gate::while_established(client, &crd, &name, &token, move |stop| {
+            let (this, ctx, metrics, tx) = (self.clone(), ctx.clone(), metrics.clone(), tx.clone());
+            async move {
+                if let Err(e) = this.run_until(ctx, metrics, stop).await {
+                    let _ = tx.send(e);
+                }
+            }
+        })
+        .await;
+        match rx.try_recv() {
+            Ok(e) => Err(e),
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// Runs the controller until `token` is cancelled.
+    async fn run_until(
+        self,
+        ctx: TermContext,
+        metrics: Metrics,
+        token: tokio_util::sync::CancellationToken,
+    ) -> Result<(), ControllerError> {
         let opts = self.options.clone();
         let mr_metrics = ManagedMetrics::of(&metrics).map_err(|e| ControllerError::Metrics(e.to_string()))?;
         mr_metrics.register_kind::<K>();
@@ -177,7 +205,7 @@ where
             .backoff(Backoff::new(opts.backoff.0, opts.backoff.1))
             .metrics(metrics.reconcile())
             .workqueue(metrics.workqueue())
-            .run_requeues(ctx.token(), reconcile_one::<K, C>, shared);
+            .run_requeues(&token, reconcile_one::<K, C>, shared);
         tokio::select! {
             _ = run => {}
             () = state => {}

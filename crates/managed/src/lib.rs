@@ -15,7 +15,7 @@
 //!
 //! Modules, one concept each: [`provider`] (a provider's descriptor and its one list of kinds),
 //! [`resource`] (the kind, [`impl_managed!`] and [`managed_kind!`]), [`external`] (the provider's side), [`decision`],
-//! [`meta`] (annotation and finalizer rules), [`reconciler`], [`controller`] (watch, predicate, queue),
+//! [`meta`] (annotation and finalizer rules), [`reconciler`], [`controller`] (watch, predicate, queue), [`gate`] (a controller runs while its CRD is established),
 //! [`connection`] (connection secrets), [`reason`] (Event reasons; the recorder is [`manager::controller::event`]), [`metrics`] (crossplane-runtime's
 //! `crossplane_managed_resource_*` series), [`usage`] and [`providerconfig`] (usage tracking and
 //! deletion protection), [`groups`] (a provider's cluster-scoped and namespaced API groups), [`ratelimit`], [`options`] and
@@ -28,6 +28,7 @@ pub mod connection;
 pub mod controller;
 pub mod decision;
 pub mod external;
+pub mod gate;
 pub mod groups;
 pub mod meta;
 pub mod metrics;

@@ -94,7 +94,17 @@ impl<C: Clone + 'static> Kinds<C> {
 
     /// The API access the kinds' controllers need (not yet normalized).
     pub fn needs(&self) -> Vec<Rule> {
-        self.entries.iter().flat_map(|e| (e.needs)()).collect()
+        let mut needs: Vec<Rule> = self.entries.iter().flat_map(|e| (e.needs)()).collect();
+        if !needs.is_empty() {
+            // Each controller waits for its kind's CRD ([`crate::gate`]).
+            needs.push(Rule::plural(
+                "apiextensions.k8s.io",
+                "customresourcedefinitions",
+                &[""],
+                manager::controller::rbac::READ,
+            ));
+        }
+        needs
     }
 }
 

@@ -1,12 +1,16 @@
 //! The `apiextensions.crossplane.io` API: CompositeResourceDefinition (v2), Composition (v1, mode
-//! `Pipeline`), CompositionRevision (v1), EnvironmentConfig (v1beta1) and the legacy Usage (v1alpha1, v1beta1).
+//! `Pipeline`), CompositionRevision (v1), EnvironmentConfig (v1beta1), the legacy Usage (v1alpha1, v1beta1),
+//! ManagedResourceDefinition and ManagedResourceActivationPolicy (v1alpha1).
 //!
-//! Modules, one concept each: [`xrd`], [`composition`], [`revision`], [`environment`], [`usage`], and [`labels`] for the well-known
+//! Modules, one concept each: [`xrd`], [`composition`], [`revision`], [`environment`], [`usage`], [`mrd`],
+//! [`activation`], and [`labels`] for the well-known
 //! labels, annotations and finalizers of composition.
 
+pub mod activation;
 pub mod composition;
 pub mod environment;
 pub mod labels;
+pub mod mrd;
 pub mod revision;
 pub mod usage;
 pub mod xrd;

@@ -118,18 +118,23 @@ pub struct Meta {
     pub spec: MetaSpec,
 }
 
+/// Whether `capabilities` hold `capability`, compared as upstream's `CapabilitiesContainFuzzyMatch`:
+/// ignoring case and every character that is not a letter or digit (so `SafeStart` is `safe-start`).
+pub fn capabilities_contain<S: AsRef<str>>(capabilities: &[S], capability: &str) -> bool {
+    let norm = |s: &str| -> String {
+        s.chars()
+            .filter(char::is_ascii_alphanumeric)
+            .map(|c| c.to_ascii_lowercase())
+            .collect()
+    };
+    let want = norm(capability);
+    capabilities.iter().any(|c| norm(c.as_ref()) == want)
+}
+
 impl Meta {
-    /// Whether the package declares `capability`, compared as upstream does: ignoring case and every
-    /// character that is not a letter or digit (so `SafeStart` is `safe-start`).
+    /// Whether the package declares `capability`, compared as upstream does ([`capabilities_contain`]).
     pub fn has_capability(&self, capability: &str) -> bool {
-        let norm = |s: &str| -> String {
-            s.chars()
-                .filter(char::is_ascii_alphanumeric)
-                .map(|c| c.to_ascii_lowercase())
-                .collect()
-        };
-        let want = norm(capability);
-        self.spec.capabilities.iter().any(|c| norm(c) == want)
+        capabilities_contain(&self.spec.capabilities, capability)
     }
 }
 

@@ -9,6 +9,10 @@
 //! which is how an upgrade moves its CRDs to the new revision. One that a newer sibling controls is
 //! left alone: while an upgrade overlaps, the old revision stays Active until the new one is healthy,
 //! and must not write its older objects back.
+//!
+//! A ManagedResourceDefinition is checked twice: the CRD of its name, if there is one, must not be
+//! another package's either. Its `state` is never taken back from Active (an activation policy's), and
+//! it carries the revision's labels so that a core with a label selector sees it.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DynamicObject, Patch, PatchParams};
@@ -117,22 +121,42 @@ pub async fn establish(
                 crate::error::explain(&e)
             )
         })?;
+        // An MRD's CRD may already be there (installed before MRDs, or by another package): who
+        // controls it decides as for the MRD itself.
+        if install.api.kind == apis::apiextensions::mrd::KIND {
+            let crds: Api<DynamicObject> = Api::all_with(client.clone(), &crd_api());
+            let crd = crds.get_opt(&install.name).await.map_err(|e| {
+                format!(
+                    "cannot read CustomResourceDefinition {}: {}",
+                    install.name,
+                    crate::error::explain(&e)
+                )
+            })?;
+            if let Some(crd) = &crd {
+                let what = format!("CustomResourceDefinition {}", install.name);
+                if let Control::Conflict(why) =
+                    control(&revs, kind, rev, &package, rev_owner, what, crd).await
+                {
+                    return Err(why);
+                }
+            }
+        }
         let mut refs = vec![rev_owner.clone(), package_owner.clone()];
         if let Some(existing) = &existing {
             let theirs = existing.owner_references();
-            if let Some(c) = controller_of(theirs).filter(|c| c.uid != rev_owner.uid) {
-                let controller_rev = if c.kind == kind.revision().kind {
-                    revs.get_opt(&c.name).await.ok().flatten()
-                } else {
-                    None
-                };
-                let sibling = controller_rev
-                    .as_ref()
-                    .and_then(|r| r.labels().get(apis::pkg::LABEL_PACKAGE).cloned());
-                let number = |r: &DynamicObject| r.data.pointer("/spec/revision").and_then(Value::as_i64);
-                if sibling.as_deref() == Some(package.as_str())
-                    && controller_rev.as_ref().and_then(number) > number(rev)
-                {
+            match control(
+                &revs,
+                kind,
+                rev,
+                &package,
+                rev_owner,
+                install.describe(),
+                existing,
+            )
+            .await
+            {
+                Control::Conflict(why) => return Err(why),
+                Control::Newer => {
                     // A newer revision of the package has taken it over (both are Active while an
                     // upgrade overlaps): leave it as the newer one wrote it.
                     skipped.push(json!({
@@ -143,14 +167,7 @@ pub async fn establish(
                     }));
                     continue;
                 }
-                if sibling.as_deref() != Some(package.as_str()) {
-                    return Err(Conflict {
-                        object: install.describe(),
-                        controller: c.clone(),
-                        package: sibling,
-                    }
-                    .to_string());
-                }
+                Control::Ours => {}
             }
             // Keep every other owner; a sibling revision's controller reference becomes a plain one.
             for r in theirs {
@@ -163,6 +180,30 @@ pub async fn establish(
         }
         let mut desired = install.object.clone();
         desired["metadata"]["ownerReferences"] = json!(refs);
+        if install.api.kind == apis::apiextensions::mrd::KIND {
+            // An MRD's state is the activation policies' once Active (upstream's establisher keeps
+            // it too); the package only ever asks for Inactive or Active.
+            if existing
+                .as_ref()
+                .and_then(|e| e.data.pointer("/spec/state"))
+                .and_then(Value::as_str)
+                == Some("Active")
+            {
+                desired["spec"]["state"] = json!("Active");
+            }
+            // Inactive is the MRD's default: not stating it leaves the field to whoever activates the
+            // MRD, so an apply racing an activation never asks to go back (which the MRD refuses).
+            if desired["spec"]["state"] == "Inactive"
+                && let Some(spec) = desired["spec"].as_object_mut()
+            {
+                spec.remove("state");
+            }
+            // Deviation: the revision's labels (its package's) go on its MRDs, so a core started
+            // with a label selector reconciles the MRDs of the packages it selects.
+            for (k, v) in rev.labels() {
+                desired["metadata"]["labels"][k] = json!(v);
+            }
+        }
         if let Some(labels) = rev.data.pointer("/spec/commonLabels").and_then(Value::as_object) {
             for (k, v) in labels {
                 desired["metadata"]["labels"][k] = v.clone();
@@ -203,6 +244,61 @@ pub async fn establish(
     }
     refs.sort_by_key(|r| (r["kind"].to_string(), r["name"].to_string()));
     Ok(refs)
+}
+
+/// Who controls an existing object, from the point of view of revision `rev` of package `package`.
+enum Control {
+    /// Nobody else: no controller, this revision, or an older revision of the same package.
+    Ours,
+    /// A newer revision of the same package.
+    Newer,
+    /// Anything else: the conflict in words.
+    Conflict(String),
+}
+
+async fn control(
+    revs: &Api<DynamicObject>,
+    kind: Kind,
+    rev: &DynamicObject,
+    package: &str,
+    rev_owner: &OwnerReference,
+    what: String,
+    existing: &DynamicObject,
+) -> Control {
+    let Some(c) = controller_of(existing.owner_references()).filter(|c| c.uid != rev_owner.uid) else {
+        return Control::Ours;
+    };
+    let controller_rev = if c.kind == kind.revision().kind {
+        revs.get_opt(&c.name).await.ok().flatten()
+    } else {
+        None
+    };
+    let sibling = controller_rev
+        .as_ref()
+        .and_then(|r| r.labels().get(apis::pkg::LABEL_PACKAGE).cloned());
+    let number = |r: &DynamicObject| r.data.pointer("/spec/revision").and_then(Value::as_i64);
+    if sibling.as_deref() != Some(package) {
+        return Control::Conflict(
+            Conflict {
+                object: what,
+                controller: c.clone(),
+                package: sibling,
+            }
+            .to_string(),
+        );
+    }
+    if controller_rev.as_ref().and_then(number) > number(rev) {
+        Control::Newer
+    } else {
+        Control::Ours
+    }
+}
+
+/// The CRD API.
+fn crd_api() -> ApiResource {
+    ApiResource::erase::<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    >(&())
 }
 
 /// Releases what an inactive revision controls: its controller reference becomes a plain owner

@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use apis::condition::{Condition, ConditionStatus};
 use apis::pkg::package::{
-    REASON_ACTIVE, REASON_HEALTHY, REASON_INACTIVE, REASON_UNHEALTHY, REASON_UNKNOWN_HEALTH,
-    REASON_UNPACKING, TYPE_HEALTHY, TYPE_INSTALLED,
+    REASON_ACTIVE, REASON_AWAITING_ACTIVATION, REASON_HEALTHY, REASON_INACTIVE, REASON_UNHEALTHY,
+    REASON_UNKNOWN_HEALTH, REASON_UNPACKING, TYPE_HEALTHY, TYPE_INSTALLED, TYPE_RUNTIME_ACTIVE,
 };
 use apis::pkg::{LABEL_PACKAGE, LABEL_REVISION, STATE_ACTIVE, STATE_INACTIVE};
 use k8s_openapi::api::core::v1::Pod;
@@ -150,7 +150,14 @@ pub async fn reconcile(kind: Kind, pkg: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Re
         Condition::new(TYPE_INSTALLED, ConditionStatus::False, REASON_INACTIVE)
     };
     let healthy = match healthy {
-        Some(true) => Condition::new(TYPE_HEALTHY, ConditionStatus::True, REASON_HEALTHY),
+        // A safe-start runtime held at 0 replicas is healthy and says why it does not run.
+        Some(true) => match apis::condition::get(&object::conditions(&current), TYPE_RUNTIME_ACTIVE)
+            .filter(|c| c.reason == REASON_AWAITING_ACTIVATION)
+        {
+            Some(c) => Condition::new(TYPE_HEALTHY, ConditionStatus::True, REASON_AWAITING_ACTIVATION)
+                .with_message(c.message.clone().unwrap_or_default()),
+            None => Condition::new(TYPE_HEALTHY, ConditionStatus::True, REASON_HEALTHY),
+        },
         Some(false) => {
             let why = super::unhealthy_message(kind, &current)
                 .unwrap_or_else(|| "the revision is not healthy".into());

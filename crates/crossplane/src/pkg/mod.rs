@@ -4,13 +4,15 @@
 //! Modules, one concept each: [`kind`] (the three package kinds as one value), [`manager`] (package →
 //! revision), [`revision`] (a revision's fetch, checks and install), [`establish`] (installing objects
 //! with a dry run first and controller references), [`resolver`] (dependencies through the Lock),
-//! [`constraint`] (semver constraints as packages write them), [`fetch`] (the registry fetch with pull
+//! [`constraint`] (semver constraints as packages write them), [`convert`] (a Provider's CRDs as
+//! ManagedResourceDefinitions), [`fetch`] (the registry fetch with pull
 //! secrets), [`object`] (dynamic-object helpers) and [`runtime`] (each active Provider and Function
 //! revision as a Deployment, HA by default, and the upgrade's handover). Every controller runs under
 //! the core's Lease, started by [`run`] as one gated runnable. [`webhooks`] points a package's
 //! webhooks (conversion, mutating, validating) at its runtime's Service with the core's CA.
 
 pub mod constraint;
+pub mod convert;
 pub mod establish;
 pub mod fetch;
 pub mod kind;
@@ -53,6 +55,9 @@ pub struct Ctx {
     pub namespace: String,
     /// The core's CA, loaded on first use by the runtime.
     pub pki: tokio::sync::OnceCell<crate::composite::pki::Pki>,
+    /// Whether a Provider's managed-resource CRDs are installed as ManagedResourceDefinitions
+    /// (`--enable-custom-to-managed-resource-conversion`, [`convert`]).
+    pub convert: bool,
 }
 
 /// How the package manager runs.
@@ -70,6 +75,9 @@ pub struct Options {
     pub runtime: bool,
     /// Registry hosts fetched from over plain HTTP besides loopback ones (`--plain-http-registry`).
     pub plain_http: Vec<String>,
+    /// Whether a Provider's managed-resource CRDs are installed as ManagedResourceDefinitions
+    /// (upstream's `--enable-custom-to-managed-resource-conversion`, default true).
+    pub convert: bool,
 }
 
 /// The names of the TLS Secrets of package `name`: `<name>-tls-server`, `<name>-tls-client`, at most
@@ -113,6 +121,7 @@ pub async fn run(ctx: TermContext, options: Options) -> Result<(), BoxError> {
         runtime: options.runtime,
         namespace: options.namespace.clone(),
         pki: tokio::sync::OnceCell::new(),
+        convert: options.convert,
     });
     let mut wc = watcher::Config::default();
     if let Some(s) = &options.selector {
@@ -191,6 +200,25 @@ pub async fn run(ctx: TermContext, options: Options) -> Result<(), BoxError> {
                         .collect::<Vec<_>>()
                 },
             );
+            // An activated MRD starts its safe-start Provider revision's runtime.
+            let controller = if kind == Kind::Provider {
+                let ar = kind.revision();
+                controller.watches_with(
+                    Api::<DynamicObject>::all_with(client.clone(), &crate::mrd::mrd_api()),
+                    crate::mrd::mrd_api(),
+                    wc.clone(),
+                    move |mrd: DynamicObject| {
+                        use kube::ResourceExt;
+                        mrd.owner_references()
+                            .iter()
+                            .filter(|o| o.controller == Some(true) && o.kind == ar.kind)
+                            .map(|o| kube::runtime::reflector::ObjectRef::new_with(&o.name, ar.clone()))
+                            .collect::<Vec<_>>()
+                    },
+                )
+            } else {
+                controller
+            };
             let name = format!("packageruntimes/{}.pkg.crossplane.io", kind.name().to_lowercase());
             let token = ctx.token().clone();
             let metrics = options.metrics.clone();

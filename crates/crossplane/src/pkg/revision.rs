@@ -11,8 +11,10 @@
 //!    itself in the Lock and resolve `dependsOn` ([`super::resolver`]) unless
 //!    `skipDependencyResolution`, and install its objects ([`super::establish`]), its webhooks (a
 //!    CRD's conversion, a webhook configuration's) pointed at the revision's runtime
-//!    ([`super::webhooks`]).
-//! 4. `RevisionHealthy` is True once all of that holds, and False with the one reason in words
+//!    ([`super::webhooks`]). A Provider's managed-resource CRDs are installed as
+//!    ManagedResourceDefinitions ([`super::convert`]), Active unless the package declares `safe-start`.
+//! 4. `RevisionHealthy` is True once all of that holds (every CRD established, and the CRD of every
+//!    Active MRD established and controlled as the MRD is), and False with the one reason in words
 //!    otherwise.
 
 use std::sync::Arc;
@@ -22,12 +24,14 @@ use apis::condition::{Condition, ConditionStatus};
 use apis::pkg::meta::Meta;
 use apis::pkg::package::{REASON_HEALTHY, REASON_UNHEALTHY, TYPE_REVISION_HEALTHY};
 use apis::pkg::{LABEL_PACKAGE, STATE_ACTIVE};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 
 use super::constraint::Constraint;
+use super::convert;
 use super::establish::{self, Install};
 use super::kind::Kind;
 use super::object::{self, owner_ref, str_at};
@@ -208,6 +212,14 @@ async fn install(kind: Kind, rev: &DynamicObject, ctx: &Ctx) -> Result<Outcome, 
             webhooks::inject(&mut i.object, &target);
         }
     }
+    // A Provider's managed-resource CRDs are installed as MRDs, Active unless it starts safely.
+    if kind == Kind::Provider && ctx.convert {
+        let active = !meta.has_capability(apis::pkg::meta::CAPABILITY_SAFE_START);
+        installs = match convert::convert(installs, active) {
+            Ok(i) => i,
+            Err(e) => return Ok(Outcome::Unhealthy(e, None)),
+        };
+    }
     let Some(pkg_owner) = rev
         .owner_references()
         .iter()
@@ -238,24 +250,10 @@ async fn install(kind: Kind, rev: &DynamicObject, ctx: &Ctx) -> Result<Outcome, 
         Ok(r) => r,
         Err(why) => return Ok(Outcome::Unhealthy(why, Some(Duration::from_secs(30)))),
     };
-    // CRDs must be established before the revision counts as healthy.
+    // CRDs, and the CRDs of Active MRDs, must be established before the revision counts as healthy.
     for r in &refs {
-        if r["kind"] == "CustomResourceDefinition" {
-            let crds: Api<
-                k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-            > = Api::all(ctx.client.clone());
-            let name = r["name"].as_str().unwrap_or_default();
-            let established = crds.get_opt(name).await?.is_some_and(|c| {
-                c.status
-                    .and_then(|s| s.conditions)
-                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"))
-            });
-            if !established {
-                return Ok(Outcome::Unhealthy(
-                    format!("waiting for CustomResourceDefinition {name} to be established"),
-                    Some(Duration::from_secs(1)),
-                ));
-            }
+        if let Some(why) = not_established(&ctx.client, r).await? {
+            return Ok(Outcome::Unhealthy(why, Some(Duration::from_secs(1))));
         }
     }
     let caps = json!(meta.spec.capabilities);
@@ -269,6 +267,55 @@ async fn install(kind: Kind, rev: &DynamicObject, ctx: &Ctx) -> Result<Outcome, 
         .await?;
     }
     Ok(Outcome::Healthy(refs, deps))
+}
+
+/// Why installed object `r` is not ready yet, if it is not: a CRD that is not established, or an
+/// Active MRD whose CRD is not established or not yet controlled by the MRD's controller (an upgrade
+/// moves both). An Inactive MRD has no CRD and is ready as it is.
+async fn not_established(client: &kube::Client, r: &Value) -> Result<Option<String>, Error> {
+    let name = r["name"].as_str().unwrap_or_default();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let established = |c: &CustomResourceDefinition| {
+        c.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"))
+    };
+    match r["kind"].as_str() {
+        Some("CustomResourceDefinition") => {
+            if crds.get_opt(name).await?.is_some_and(|c| established(&c)) {
+                Ok(None)
+            } else {
+                Ok(Some(format!(
+                    "waiting for CustomResourceDefinition {name} to be established"
+                )))
+            }
+        }
+        Some(apis::apiextensions::mrd::KIND) => {
+            let mrds: Api<DynamicObject> = Api::all_with(client.clone(), &crate::mrd::mrd_api());
+            let Some(mrd) = mrds.get_opt(name).await? else {
+                return Ok(Some(format!(
+                    "waiting for ManagedResourceDefinition {name} to exist"
+                )));
+            };
+            if !crate::mrd::crd::is_active(&mrd) {
+                return Ok(None);
+            }
+            let controller = object::controller_of(mrd.owner_references()).map(|o| o.uid.clone());
+            let ready = crds.get_opt(name).await?.is_some_and(|c| {
+                established(&c)
+                    && object::controller_of(c.owner_references()).map(|o| o.uid.clone()) == controller
+            });
+            if ready {
+                Ok(None)
+            } else {
+                Ok(Some(format!(
+                    "waiting for the CustomResourceDefinition of the Active ManagedResourceDefinition {name} to be established"
+                )))
+            }
+        }
+        _ => Ok(None),
+    }
 }
 
 async fn remove_finalizer(api: &Api<DynamicObject>, rev: &DynamicObject) -> Result<(), Error> {

@@ -51,7 +51,8 @@ pub struct Kind {
     pub plural: String,
 }
 
-/// The kinds of the CRDs among `rev`'s `status.objectRefs` (a CRD's name is `<plural>.<group>`).
+/// The kinds of the CRDs and ManagedResourceDefinitions among `rev`'s `status.objectRefs` (either's
+/// name is `<plural>.<group>`), as upstream's `DefinedResources`.
 pub fn resources(rev: &ProviderRevision) -> Vec<Kind> {
     let mut out: Vec<Kind> = rev
         .status
@@ -59,7 +60,7 @@ pub fn resources(rev: &ProviderRevision) -> Vec<Kind> {
         .map(|s| s.revision.object_refs.as_slice())
         .unwrap_or_default()
         .iter()
-        .filter(|r| r.kind == "CustomResourceDefinition")
+        .filter(|r| r.kind == "CustomResourceDefinition" || r.kind == apis::apiextensions::mrd::KIND)
         .filter_map(|r| r.name.split_once('.'))
         .map(|(plural, group)| Kind {
             group: group.to_string(),
@@ -123,6 +124,14 @@ pub fn roles(rev: &ProviderRevision, resources: &[Kind]) -> Vec<ClusterRole> {
             .map(String::from)
             .to_vec(),
         &["*"],
+    ));
+    // The provider starts a kind's controller once its CRD is established (an MRD's CRD appears
+    // only when it is activated), so it reads CRDs. Upstream grants this to safe-start providers only;
+    // every crossplane-rs provider waits for its CRDs.
+    system.push(rule(
+        vec!["apiextensions.k8s.io".into()],
+        vec!["customresourcedefinitions".into()],
+        &["get", "list", "watch"],
     ));
     vec![
         role(
@@ -291,7 +300,7 @@ mod tests {
     fn roles_cover_the_revisions_crds_and_name_it() {
         let rev = revision(&[
             ("CustomResourceDefinition", "nopresources.nop.crossplane.io"),
-            ("CustomResourceDefinition", "nopconfigs.nop.crossplane.io"),
+            ("ManagedResourceDefinition", "nopconfigs.nop.crossplane.io"),
             ("MutatingWebhookConfiguration", "ignored.example.org"),
         ]);
         let rs = resources(&rev);
@@ -332,6 +341,14 @@ mod tests {
                 .as_ref()
                 .expect("r")
                 .contains(&"leases".to_string())
+        );
+        assert_eq!(
+            (system[3].resources.as_deref(), system[3].verbs.as_slice()),
+            (
+                Some(&["customresourcedefinitions".to_string()][..]),
+                &["get".to_string(), "list".into(), "watch".into()][..]
+            ),
+            "the provider waits for its CRDs"
         );
         assert_eq!(roles[2].labels()[LABEL_SYSTEM], "provider-nop-abc");
         assert_eq!(roles[0].owner_references()[0].uid, "u1");

@@ -13,10 +13,13 @@
 //!    revision is `RevisionHealthy` (its CRDs are established), the Deployment and its
 //!    PodDisruptionBudget ([`deployment`]), written with server-side apply (field manager
 //!    [`FIELD_MANAGER`], forced, as upstream).
+//!    A Provider with the `safe-start` capability whose ManagedResourceDefinitions are all Inactive
+//!    runs 0 replicas until one is activated ([`activation`]).
 //! 4. `RuntimeHealthy` from the Deployment's `Available` ([`health`]). A runtime that never becomes
 //!    Available stays `RuntimeHealthy=False` with the Deployment's own words, and since the package
 //!    manager hands over only to a healthy revision, the previous one keeps running.
 
+pub mod activation;
 pub mod deployment;
 pub mod handover;
 pub mod health;
@@ -32,7 +35,8 @@ use std::time::Duration;
 
 use apis::condition::{Condition, ConditionStatus};
 use apis::pkg::package::{
-    REASON_UNHEALTHY, REASON_UNKNOWN_HEALTH, TYPE_REVISION_HEALTHY, TYPE_RUNTIME_HEALTHY,
+    REASON_ACTIVE_RUNTIME, REASON_UNHEALTHY, REASON_UNKNOWN_HEALTH, TYPE_REVISION_HEALTHY,
+    TYPE_RUNTIME_ACTIVE, TYPE_RUNTIME_HEALTHY,
 };
 use apis::pkg::{DEFAULT_RUNTIME_CONFIG, DeploymentRuntimeConfig, LABEL_REVISION, STATE_ACTIVE};
 use k8s_openapi::NamespaceResourceScope;
@@ -81,9 +85,11 @@ pub async fn reconcile(kind: Kind, rev: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Re
         return hand_over(&ctx, &plan).await;
     }
     match run(&ctx, &rev, &plan).await {
-        Ok((condition, fields)) => {
-            let available = condition.status == ConditionStatus::True;
-            object::patch_status(&revs, &rev, vec![condition], fields).await?;
+        Ok((conditions, fields)) => {
+            let available = conditions
+                .iter()
+                .any(|c| c.type_ == TYPE_RUNTIME_HEALTHY && c.status == ConditionStatus::True);
+            object::patch_status(&revs, &rev, conditions, fields).await?;
             Ok(if available {
                 Action::await_change()
             } else {
@@ -136,8 +142,9 @@ pub(crate) async fn pki(ctx: &Ctx) -> Result<&crate::composite::pki::Pki, String
 }
 
 /// The active path: everything the runtime needs, then the Deployment once the revision is healthy.
-/// Returns `RuntimeHealthy` and the status fields to write.
-async fn run(ctx: &Ctx, rev: &DynamicObject, plan: &Plan) -> Result<(Condition, Value), Error> {
+/// Returns `RuntimeHealthy` (and `RuntimeActive` once the Deployment is written) and the status fields
+/// to write.
+async fn run(ctx: &Ctx, rev: &DynamicObject, plan: &Plan) -> Result<(Vec<Condition>, Value), Error> {
     let client = &ctx.client;
     let pki = pki(ctx).await.map_err(Error::Message)?;
     tls::ensure(client, pki, plan).await.map_err(Error::Message)?;
@@ -164,11 +171,20 @@ async fn run(ctx: &Ctx, rev: &DynamicObject, plan: &Plan) -> Result<(Condition, 
         .with_message(
             "waiting for the revision to install its objects (RevisionHealthy) before starting its runtime",
         );
-        return Ok((c, fields));
+        return Ok((vec![c], fields));
     }
-    let d = apply(client, &plan.namespace, &deployment::deployment(plan)).await?;
+    let awaiting = activation::awaiting(&ctx.client, rev).await?;
+    let mut d = deployment::deployment(plan);
+    if awaiting && let Some(spec) = d.spec.as_mut() {
+        spec.replicas = Some(0);
+    }
+    let d = apply(client, &plan.namespace, &d).await?;
     apply(client, &plan.namespace, &deployment::pod_disruption_budget(plan)).await?;
-    Ok((health::runtime_healthy(&d), fields))
+    if awaiting {
+        return Ok((activation::awaiting_conditions(), fields));
+    }
+    let active = Condition::new(TYPE_RUNTIME_ACTIVE, ConditionStatus::True, REASON_ACTIVE_RUNTIME);
+    Ok((vec![health::runtime_healthy(&d), active], fields))
 }
 
 /// Server-side applies `obj` in `ns` as [`FIELD_MANAGER`], forced; returns what is stored.
