@@ -51,13 +51,6 @@ pub const CANNOT_RUN: &[(&str, &str, &str)] = &[
     ),
     ("TestLegacyBindToExistingXR", LEGACY, "not written yet"),
     (
-        "TestXRDReferenceableVersionChange",
-        XRDS,
-        "fails on our core, so not in the suite yet: an XR created right after the XRD's referenceable \
-         version changes from v1 to v2 is still given the v1 Composition (the composite controller's \
-         restart on the new generation races the XR), and is then refused as the wrong type",
-    ),
-    (
         "TestEnvironmentResolveIfNotPresent",
         "environmentconfig_test.go (removed in v2; manifests/apiextensions/environment remain)",
         "has no v2 equivalent: upstream v2 dropped policy.resolve with native EnvironmentConfig selection, and \
