@@ -22,6 +22,7 @@ mod conformance {
     pub mod manifests;
     pub mod ops;
     pub mod outcome;
+    pub mod required;
     pub mod usage;
     pub mod xrd;
 }
@@ -524,6 +525,7 @@ fn cannot_run_yet_is_recorded() -> anyhow::Result<()> {
         "TestXRDSubresources",
         "TestXRDValidation",
         "TestXRDReferenceableVersionChange",
+        "TestRequiredResources",
         "TestCircuitBreaker",
     ] {
         anyhow::ensure!(

@@ -148,6 +148,9 @@ pub struct Outcome {
     pub ttl: Option<Duration>,
     /// Function calls made (requirement iterations count; the built-in step does not).
     pub calls: usize,
+    /// The resources the steps required (their final requirements), for the watch that reconciles the
+    /// XR when one of them changes.
+    pub required: Vec<v1::ResourceSelector>,
 }
 
 fn protocol_state(o: &Observed) -> v1::State {
@@ -349,6 +352,7 @@ pub async fn run<I: Io>(
             ..Default::default()
         };
         let rsp = call_step(io, s, req, &mut out.calls).await?;
+        out.required.extend(requirements(&rsp).into_values());
         for r in &rsp.results {
             let message = format!("{}: {}", s.step, r.message);
             let reason = r.reason.clone().unwrap_or_else(|| "ComposeResources".into());
@@ -625,6 +629,7 @@ mod tests {
             .await
             .expect("runs");
         assert_eq!(out.calls, 2, "called again with what it required, then stable");
+        assert_eq!(out.required.len(), 1, "what it required is kept for the watch");
         let seen = io.seen.lock().expect("lock");
         assert_eq!(seen[1].required_resources["cfg"].items.len(), 1);
     }

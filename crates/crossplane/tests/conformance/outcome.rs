@@ -27,11 +27,6 @@ pub const CANNOT_RUN: &[(&str, &str, &str)] = &[
         "needs requiredSchemas in the function protocol and function-python, not built yet",
     ),
     (
-        "TestRequiredResources",
-        COMPOSITIONS,
-        "needs step-level requirements (pipeline[].requirements) and function-python, not built yet",
-    ),
-    (
         "TestLegacyComposition",
         LEGACY,
         "needs provider-nop and function-auto-ready running as packages: the package manager runs them on a \
