@@ -526,6 +526,7 @@ fn cannot_run_yet_is_recorded() -> anyhow::Result<()> {
         "TestXRDValidation",
         "TestXRDReferenceableVersionChange",
         "TestRequiredResources",
+        "TestRequiredSchemas",
         "TestCircuitBreaker",
     ] {
         anyhow::ensure!(

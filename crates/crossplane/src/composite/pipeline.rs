@@ -7,8 +7,8 @@
 //!
 //! - Results: Normal and Warning become [`Event`]s; a Fatal result stops the pipeline with
 //!   [`PipelineError::Fatal`] (the caller then deletes nothing).
-//! - Requirements: the step is called again with the resources it asked for until its requirements stop
-//!   changing, at most [`MAX_REQUIREMENTS_ITERATIONS`] calls; the desired state of earlier calls is
+//! - Requirements: the step is called again with the resources and schemas it asked for until its
+//!   requirements stop changing, at most [`MAX_REQUIREMENTS_ITERATIONS`] calls; the desired state of earlier calls is
 //!   discarded.
 //! - Conditions set by functions are returned for the XR (the system types `Ready`, `Synced` and
 //!   `Healthy` are refused, as upstream); the response TTL is the smallest non-zero one.
@@ -46,6 +46,14 @@ pub trait Io: Sync {
         &self,
         selector: &v1::ResourceSelector,
     ) -> impl Future<Output = Result<Vec<Value>, String>> + Send;
+    /// The OpenAPI v3 schema of the kind a schema requirement selects, its references inlined; `None`
+    /// when the kind has none (or nothing can be looked up).
+    fn schema(
+        &self,
+        _selector: &v1::SchemaSelector,
+    ) -> impl Future<Output = Result<Option<Value>, String>> + Send {
+        async { Ok(None) }
+    }
     /// The data of a Secret, for step credentials.
     fn secret(
         &self,
@@ -95,7 +103,7 @@ pub enum PipelineError {
     },
     /// The step's requirements kept changing.
     #[error(
-        "pipeline step {step:?} (Function {function:?}): its requirements for extra resources still changed after {MAX_REQUIREMENTS_ITERATIONS} calls"
+        "pipeline step {step:?} (Function {function:?}): its requirements for resources or schemas still changed after {MAX_REQUIREMENTS_ITERATIONS} calls"
     )]
     Requirements {
         /// The step.
@@ -244,7 +252,12 @@ pub(crate) async fn call_with_requirements<I: Io>(
     calls: &mut usize,
 ) -> Result<v1::RunFunctionResponse, PipelineError> {
     let bootstrap = req.required_resources.clone();
-    let mut asked: Option<BTreeMap<String, v1::ResourceSelector>> = None;
+    let bootstrap_schemas = req.required_schemas.clone();
+    type Asked = (
+        BTreeMap<String, v1::ResourceSelector>,
+        BTreeMap<String, v1::SchemaSelector>,
+    );
+    let mut asked: Option<Asked> = None;
     for _ in 0..MAX_REQUIREMENTS_ITERATIONS {
         *calls += 1;
         let rsp = io
@@ -256,11 +269,35 @@ pub(crate) async fn call_with_requirements<I: Io>(
                 message,
             })?;
         let wants = requirements(&rsp);
-        if wants.is_empty() || asked.as_ref() == Some(&wants) {
+        let wants_schemas = rsp
+            .requirements
+            .as_ref()
+            .map(|r| r.schemas.clone())
+            .unwrap_or_default();
+        let now = (wants, wants_schemas);
+        if (now.0.is_empty() && now.1.is_empty()) || asked.as_ref() == Some(&now) {
             return Ok(rsp);
         }
+        let (wants, wants_schemas) = &now;
+        let mut schemas = bootstrap_schemas.clone();
+        for (name, sel) in wants_schemas {
+            let schema = io.schema(sel).await.map_err(|message| PipelineError::Prepare {
+                step: step.to_owned(),
+                message: format!(
+                    "required schema {name:?} ({} {}): {message}",
+                    sel.api_version, sel.kind
+                ),
+            })?;
+            schemas.insert(
+                name.clone(),
+                v1::Schema {
+                    openapi_v3: schema.as_ref().and_then(structs::struct_of),
+                },
+            );
+        }
+        req.required_schemas = schemas;
         let mut found = BTreeMap::new();
-        for (name, sel) in &wants {
+        for (name, sel) in wants {
             let items = io.required(sel).await.map_err(|message| PipelineError::Prepare {
                 step: step.to_owned(),
                 message: format!("required resources {name:?}: {message}"),
@@ -281,7 +318,7 @@ pub(crate) async fn call_with_requirements<I: Io>(
         let mut all = bootstrap.clone();
         all.extend(found);
         req.required_resources = all;
-        asked = Some(wants);
+        asked = Some(now);
     }
     Err(PipelineError::Requirements {
         step: step.to_owned(),
@@ -620,6 +657,32 @@ mod tests {
             desired: Some(desired_cm(v1::Ready::Unspecified)),
             ..Default::default()
         }
+    }
+
+    #[tokio::test]
+    async fn a_required_schema_is_answered_even_when_none_is_known() {
+        let io = fake(|_, _| v1::RunFunctionResponse {
+            requirements: Some(v1::Requirements {
+                schemas: [(
+                    "cm".to_owned(),
+                    v1::SchemaSelector {
+                        api_version: "v1".into(),
+                        kind: "ConfigMap".into(),
+                    },
+                )]
+                .into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let out = run(&io, &[step("a", "f", json!({}))], &observed(), "t")
+            .await
+            .expect("runs");
+        assert_eq!(out.calls, 2, "called again with the schema, then stable");
+        let seen = io.seen.lock().expect("lock");
+        assert!(seen[0].required_schemas.is_empty());
+        // The fake knows no schema: the key is there, empty, as upstream says it tried.
+        assert_eq!(seen[1].required_schemas["cm"], v1::Schema::default());
     }
 
     #[tokio::test]

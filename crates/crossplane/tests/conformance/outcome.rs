@@ -22,11 +22,6 @@ pub const XRDS: &str = "apiextensions_xrds_test.go";
 /// Every upstream scenario named in issue 22 that this suite cannot run yet: name, upstream file, why.
 pub const CANNOT_RUN: &[(&str, &str, &str)] = &[
     (
-        "TestRequiredSchemas",
-        COMPOSITIONS,
-        "needs requiredSchemas in the function protocol and function-python, not built yet",
-    ),
-    (
         "TestLegacyComposition",
         LEGACY,
         "needs provider-nop and function-auto-ready running as packages: the package manager runs them on a \

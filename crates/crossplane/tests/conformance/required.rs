@@ -131,3 +131,88 @@ async fn test_required_resources() -> anyhow::Result<()> {
     })
     .await
 }
+
+/// The script of the required-schemas scenario: ask for the ConfigMap schema and report what arrived.
+/// `schemas` is the function's stand-in for the SDK helpers 0.9.0 lacks.
+const SCHEMAS_SCRIPT: &str = r#"from crossplane.function.proto.v1 import run_function_pb2 as fnv1
+
+
+def compose(req, rsp):
+    # Ask the core for the OpenAPI schema of ConfigMap; it arrives in the next call.
+    schemas.require_schema(rsp, "configmap-schema", "v1", "ConfigMap")
+    schema = schemas.get_required_schema(req, "configmap-schema")
+    got = schema is not None
+    props = (schema or {}).get("properties", {})
+    has_properties = "data" in props or "binaryData" in props
+    # ObjectMeta, a reference in the apiserver's document, must arrive inlined.
+    meta = props.get("metadata", {})
+    flattened = "properties" in meta and "$ref" not in meta
+    rsp.desired.composite.resource.update({"status": {
+        "schemaReceived": got,
+        "schemaHasProperties": has_properties,
+        "schemaHasFlattenedRefs": flattened,
+    }})
+    rsp.results.append(fnv1.Result(severity=fnv1.SEVERITY_NORMAL,
+        message=f"schema received: {got}, properties: {has_properties}, references inlined: {flattened}"))
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn test_required_schemas() -> anyhow::Result<()> {
+    record("TestRequiredSchemas", COMPOSITIONS, async {
+        let mut w = World::start("required-schemas").await?;
+        let function = w.serve_function("python.py", "function-python-schemas").await?;
+        let group = format!("{}.example.org", w.id);
+        let setup = vec![
+            xrd(
+                &w,
+                &group,
+                "SchemaTest",
+                "schematests",
+                &[
+                    ("schemaReceived", "boolean"),
+                    ("schemaHasProperties", "boolean"),
+                    ("schemaHasFlattenedRefs", "boolean"),
+                ],
+            ),
+            python_composition(
+                &w,
+                &format!("schema-test-composition-{}", w.id),
+                &group,
+                "SchemaTest",
+                &function,
+                SCHEMAS_SCRIPT,
+            ),
+        ];
+        // CreatePrerequisites.
+        w.apply_all(&setup).await?;
+        w.has_condition(MIN, &setup[0], "Established", "True", "WatchingCompositeResource")
+            .await?;
+
+        // CreateXR, XRIsReady.
+        let xr = json!({"apiVersion": format!("{group}/v1alpha1"), "kind": "SchemaTest",
+                        "metadata": {"namespace": w.ns, "name": "test-schema-request"},
+                        "spec": {"testField": "test"}});
+        w.apply_all(std::slice::from_ref(&xr)).await?;
+        w.has_condition(MIN, &xr, "Ready", "True", "Available").await?;
+        w.has_condition(MIN, &xr, "Synced", "True", "ReconcileSuccess")
+            .await?;
+
+        // SchemaWasReceived, SchemaHasExpectedProperties, SchemaHasFlattenedRefs.
+        w.has_field(MIN, &xr, "/status/schemaReceived", &json!(true))
+            .await?;
+        w.has_field(MIN, &xr, "/status/schemaHasProperties", &json!(true))
+            .await?;
+        w.has_field(MIN, &xr, "/status/schemaHasFlattenedRefs", &json!(true))
+            .await?;
+
+        // DeleteXR, DeletePrerequisites.
+        w.delete_all(MIN, &[xr]).await?;
+        w.delete_all(3 * MIN, &setup).await?;
+        Ok(
+            "the function received the ConfigMap schema from the apiserver's OpenAPI v3, with data and an \
+            inlined ObjectMeta"
+                .into(),
+        )
+    })
+    .await
+}
