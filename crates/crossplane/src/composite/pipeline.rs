@@ -18,6 +18,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use apis::apiextensions::PipelineStep;
+use apis::ops::{FunctionRequirements, RequiredResourceSelector};
 use apis::{Condition, ConditionStatus};
 use composition::ObservedComposed;
 use function::proto::v1;
@@ -219,6 +220,94 @@ async fn credentials<I: Io>(
     Ok(out)
 }
 
+/// The protocol's selector for a bootstrap requirement.
+pub fn selector(sel: &RequiredResourceSelector) -> Result<v1::ResourceSelector, String> {
+    let r#match = match (&sel.name, &sel.match_labels) {
+        (Some(n), _) => v1::resource_selector::Match::MatchName(n.clone()),
+        (None, Some(l)) => v1::resource_selector::Match::MatchLabels(v1::MatchLabels {
+            labels: l.clone().into_iter().collect(),
+        }),
+        (None, None) => {
+            return Err(format!(
+                "requirement {:?} names neither a resource (name) nor labels (matchLabels)",
+                sel.requirement_name
+            ));
+        }
+    };
+    Ok(v1::ResourceSelector {
+        api_version: sel.api_version.clone(),
+        kind: sel.kind.clone(),
+        r#match: Some(r#match),
+        namespace: sel.namespace.clone(),
+    })
+}
+
+/// What a step is given before its first call (its `requirements`): resources and schemas by
+/// requirement name, and the resource selectors (for the watch on what the XR required).
+#[derive(Debug, Clone, Default)]
+pub struct Bootstrap {
+    /// Required resources, by requirement name.
+    pub resources: BTreeMap<String, v1::Resources>,
+    /// Required schemas, by requirement name (an empty Schema when the kind has none).
+    pub schemas: BTreeMap<String, v1::Schema>,
+    /// The selectors of `resources`.
+    pub selectors: Vec<v1::ResourceSelector>,
+}
+
+/// Fetches step `step`'s bootstrap requirements, as upstream does before the first call.
+pub(crate) async fn bootstrap<I: Io>(
+    io: &I,
+    step: &str,
+    reqs: Option<&FunctionRequirements>,
+) -> Result<Bootstrap, PipelineError> {
+    let mut out = Bootstrap::default();
+    let Some(reqs) = reqs else {
+        return Ok(out);
+    };
+    let prepare = |message: String| PipelineError::Prepare {
+        step: step.to_owned(),
+        message,
+    };
+    for sel in &reqs.required_resources {
+        let s = selector(sel).map_err(prepare)?;
+        let found = io.required(&s).await.map_err(|m| {
+            prepare(format!(
+                "cannot fetch the required resources of requirement {:?}: {m}",
+                sel.requirement_name
+            ))
+        })?;
+        let items = found
+            .iter()
+            .map(|v| v1::Resource {
+                resource: structs::struct_of(v),
+                ..Default::default()
+            })
+            .collect();
+        out.resources
+            .insert(sel.requirement_name.clone(), v1::Resources { items });
+        out.selectors.push(s);
+    }
+    for sel in &reqs.required_schemas {
+        let s = v1::SchemaSelector {
+            api_version: sel.api_version.clone(),
+            kind: sel.kind.clone(),
+        };
+        let schema = io.schema(&s).await.map_err(|m| {
+            prepare(format!(
+                "cannot fetch the required schema of requirement {:?} ({} {}): {m}",
+                sel.requirement_name, sel.api_version, sel.kind
+            ))
+        })?;
+        out.schemas.insert(
+            sel.requirement_name.clone(),
+            v1::Schema {
+                openapi_v3: schema.as_ref().and_then(structs::struct_of),
+            },
+        );
+    }
+    Ok(out)
+}
+
 /// Everything a response requires, old (`extra_resources`) and new (`resources`) fields together.
 #[allow(deprecated)]
 fn requirements(rsp: &v1::RunFunctionResponse) -> BTreeMap<String, v1::ResourceSelector> {
@@ -379,6 +468,8 @@ pub async fn run<I: Io>(
                 Some(structs::struct_of(v).ok_or_else(|| PipelineError::Input { step: s.step.clone() })?)
             }
         };
+        let boot = bootstrap(io, &s.step, s.requirements.as_ref()).await?;
+        out.required.extend(boot.selectors);
         let req = v1::RunFunctionRequest {
             meta: Some(v1::RequestMeta { tag: tag.to_owned() }),
             observed: Some(observed_state.clone()),
@@ -386,6 +477,8 @@ pub async fn run<I: Io>(
             input,
             context: Some(structs::to_struct(&context)),
             credentials: credentials(io, s).await?.into_iter().collect(),
+            required_resources: boot.resources,
+            required_schemas: boot.schemas,
             ..Default::default()
         };
         let rsp = call_step(io, s, req, &mut out.calls).await?;
@@ -488,7 +581,34 @@ mod tests {
             },
             input: Some(input),
             credentials: vec![],
+            requirements: None,
         }
+    }
+
+    #[tokio::test]
+    async fn step_requirements_arrive_with_the_first_call_and_are_kept_for_the_watch() {
+        let io = fake(|_, _| v1::RunFunctionResponse::default());
+        let mut s = step("a", "f", json!({}));
+        s.requirements = Some(FunctionRequirements {
+            required_resources: vec![RequiredResourceSelector {
+                requirement_name: "cfg".into(),
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                name: Some("c".into()),
+                ..Default::default()
+            }],
+            required_schemas: vec![apis::ops::RequiredSchemaSelector {
+                requirement_name: "cm".into(),
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+            }],
+        });
+        let out = run(&io, &[s], &observed(), "t").await.expect("runs");
+        assert_eq!(out.calls, 1, "nothing more asked: one call");
+        assert_eq!(out.required.len(), 1, "the bootstrap resource is watched");
+        let seen = io.seen.lock().expect("lock");
+        assert_eq!(seen[0].required_resources["cfg"].items.len(), 1);
+        assert!(seen[0].required_schemas.contains_key("cm"));
     }
 
     fn observed() -> Observed {
