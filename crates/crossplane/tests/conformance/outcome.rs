@@ -39,7 +39,6 @@ pub const CANNOT_RUN: &[(&str, &str, &str)] = &[
         "upgrades Crossplane with its Helm chart between steps, with provider-nop running as a package: needs \
          a node and a chart upgrade in this suite's test bed",
     ),
-    ("TestLegacyBindToExistingXR", LEGACY, "not written yet"),
     (
         "TestEnvironmentResolveIfNotPresent",
         "environmentconfig_test.go (removed in v2; manifests/apiextensions/environment remain)",
