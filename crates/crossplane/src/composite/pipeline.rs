@@ -104,7 +104,7 @@ pub enum PipelineError {
     },
     /// The step's requirements kept changing.
     #[error(
-        "pipeline step {step:?} (Function {function:?}): its requirements for resources or schemas still changed after {MAX_REQUIREMENTS_ITERATIONS} calls"
+        "pipeline step {step:?} (Function {function:?}): its requirements for extra resources still changed after {MAX_REQUIREMENTS_ITERATIONS} calls"
     )]
     Requirements {
         /// The step.
