@@ -19,9 +19,11 @@ mod conformance {
     pub mod circuit;
     pub mod environment;
     pub mod harness;
+    pub mod legacy;
     pub mod manifests;
     pub mod ops;
     pub mod outcome;
+    pub mod required;
     pub mod usage;
     pub mod xrd;
 }
@@ -523,6 +525,10 @@ fn cannot_run_yet_is_recorded() -> anyhow::Result<()> {
         "TestWatchOperationResourceChanges",
         "TestXRDSubresources",
         "TestXRDValidation",
+        "TestXRDReferenceableVersionChange",
+        "TestRequiredResources",
+        "TestRequiredSchemas",
+        "TestLegacyBindToExistingXR",
         "TestCircuitBreaker",
     ] {
         anyhow::ensure!(

@@ -38,6 +38,10 @@ pub struct PipelineStep {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub credentials: Vec<FunctionCredentials>,
+    /// Resources and schemas given to the step before its first call (and, for resources, watched:
+    /// a change reconciles the XR).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requirements: Option<crate::ops::FunctionRequirements>,
 }
 
 /// A Secret of a namespace.

@@ -1,6 +1,6 @@
 //! The cluster side of the pipeline ([`super::pipeline::Io`]): finding a Function's endpoint, calling
-//! it with a deadline over one cached channel per endpoint, and reading the Secrets and resources that
-//! steps ask for.
+//! it with a deadline over one cached channel per endpoint, and reading the Secrets, resources and
+//! schemas ([`super::schemas`]) that steps ask for.
 //!
 //! Endpoint: a Function annotated `render.crossplane.io/runtime: Development` is dialled at its
 //! `render.crossplane.io/runtime-development-target` (default `localhost:9443`); otherwise at the
@@ -34,6 +34,7 @@ pub struct Functions {
     namespace: String,
     clients: Mutex<HashMap<String, function::Client>>,
     pki: tokio::sync::OnceCell<Pki>,
+    schemas: super::schemas::Cache,
 }
 
 impl std::fmt::Debug for Functions {
@@ -53,6 +54,7 @@ impl Functions {
             namespace: namespace.into(),
             clients: Mutex::new(HashMap::new()),
             pki: tokio::sync::OnceCell::new(),
+            schemas: super::schemas::Cache::default(),
         }
     }
 
@@ -213,6 +215,10 @@ impl Io for ClusterIo<'_> {
         objs.iter()
             .map(|o| serde_json::to_value(o).map_err(|e| e.to_string()))
             .collect()
+    }
+
+    async fn schema(&self, sel: &v1::SchemaSelector) -> Result<Option<Value>, String> {
+        super::schemas::fetch(self.client, &self.functions.schemas, &sel.api_version, &sel.kind).await
     }
 
     async fn secret(&self, namespace: &str, name: &str) -> Result<BTreeMap<String, Vec<u8>>, String> {

@@ -6,7 +6,7 @@
 //! (connection details read from composed resources and written for the XR), [`functions`]
 //! (calling Functions over gRPC and reading what they require), [`pki`] (mTLS with functions), [`render`] (labels,
 //! annotations, owner references and names of composed resources), [`status`] (Synced and Ready), [`watch`]
-//! (realtime composition: watches on composed kinds), [`circuit`] (the watch circuit breaker and the
+//! (realtime composition: watches on composed kinds), [`required`] (watches on what functions required), [`schemas`] (the OpenAPI schemas functions ask for), [`circuit`] (the watch circuit breaker and the
 //! `Responsive` condition) and [`reconciler`] (the controller).
 
 pub mod builtin;
@@ -19,6 +19,8 @@ pub mod pipeline;
 pub mod pki;
 pub mod reconciler;
 pub mod render;
+pub mod required;
+pub mod schemas;
 pub mod select;
 pub mod status;
 pub mod watch;

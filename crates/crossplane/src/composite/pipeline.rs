@@ -7,8 +7,8 @@
 //!
 //! - Results: Normal and Warning become [`Event`]s; a Fatal result stops the pipeline with
 //!   [`PipelineError::Fatal`] (the caller then deletes nothing).
-//! - Requirements: the step is called again with the resources it asked for until its requirements stop
-//!   changing, at most [`MAX_REQUIREMENTS_ITERATIONS`] calls; the desired state of earlier calls is
+//! - Requirements: the step is called again with the resources and schemas it asked for until its
+//!   requirements stop changing, at most [`MAX_REQUIREMENTS_ITERATIONS`] calls; the desired state of earlier calls is
 //!   discarded.
 //! - Conditions set by functions are returned for the XR (the system types `Ready`, `Synced` and
 //!   `Healthy` are refused, as upstream); the response TTL is the smallest non-zero one.
@@ -18,6 +18,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use apis::apiextensions::PipelineStep;
+use apis::ops::{FunctionRequirements, RequiredResourceSelector};
 use apis::{Condition, ConditionStatus};
 use composition::ObservedComposed;
 use function::proto::v1;
@@ -46,6 +47,14 @@ pub trait Io: Sync {
         &self,
         selector: &v1::ResourceSelector,
     ) -> impl Future<Output = Result<Vec<Value>, String>> + Send;
+    /// The OpenAPI v3 schema of the kind a schema requirement selects, its references inlined; `None`
+    /// when the kind has none (or nothing can be looked up).
+    fn schema(
+        &self,
+        _selector: &v1::SchemaSelector,
+    ) -> impl Future<Output = Result<Option<Value>, String>> + Send {
+        async { Ok(None) }
+    }
     /// The data of a Secret, for step credentials.
     fn secret(
         &self,
@@ -148,6 +157,9 @@ pub struct Outcome {
     pub ttl: Option<Duration>,
     /// Function calls made (requirement iterations count; the built-in step does not).
     pub calls: usize,
+    /// The resources the steps required (their final requirements), for the watch that reconciles the
+    /// XR when one of them changes.
+    pub required: Vec<v1::ResourceSelector>,
 }
 
 fn protocol_state(o: &Observed) -> v1::State {
@@ -208,6 +220,94 @@ async fn credentials<I: Io>(
     Ok(out)
 }
 
+/// The protocol's selector for a bootstrap requirement.
+pub fn selector(sel: &RequiredResourceSelector) -> Result<v1::ResourceSelector, String> {
+    let r#match = match (&sel.name, &sel.match_labels) {
+        (Some(n), _) => v1::resource_selector::Match::MatchName(n.clone()),
+        (None, Some(l)) => v1::resource_selector::Match::MatchLabels(v1::MatchLabels {
+            labels: l.clone().into_iter().collect(),
+        }),
+        (None, None) => {
+            return Err(format!(
+                "requirement {:?} names neither a resource (name) nor labels (matchLabels)",
+                sel.requirement_name
+            ));
+        }
+    };
+    Ok(v1::ResourceSelector {
+        api_version: sel.api_version.clone(),
+        kind: sel.kind.clone(),
+        r#match: Some(r#match),
+        namespace: sel.namespace.clone(),
+    })
+}
+
+/// What a step is given before its first call (its `requirements`): resources and schemas by
+/// requirement name, and the resource selectors (for the watch on what the XR required).
+#[derive(Debug, Clone, Default)]
+pub struct Bootstrap {
+    /// Required resources, by requirement name.
+    pub resources: BTreeMap<String, v1::Resources>,
+    /// Required schemas, by requirement name (an empty Schema when the kind has none).
+    pub schemas: BTreeMap<String, v1::Schema>,
+    /// The selectors of `resources`.
+    pub selectors: Vec<v1::ResourceSelector>,
+}
+
+/// Fetches step `step`'s bootstrap requirements, as upstream does before the first call.
+pub(crate) async fn bootstrap<I: Io>(
+    io: &I,
+    step: &str,
+    reqs: Option<&FunctionRequirements>,
+) -> Result<Bootstrap, PipelineError> {
+    let mut out = Bootstrap::default();
+    let Some(reqs) = reqs else {
+        return Ok(out);
+    };
+    let prepare = |message: String| PipelineError::Prepare {
+        step: step.to_owned(),
+        message,
+    };
+    for sel in &reqs.required_resources {
+        let s = selector(sel).map_err(prepare)?;
+        let found = io.required(&s).await.map_err(|m| {
+            prepare(format!(
+                "cannot fetch the required resources of requirement {:?}: {m}",
+                sel.requirement_name
+            ))
+        })?;
+        let items = found
+            .iter()
+            .map(|v| v1::Resource {
+                resource: structs::struct_of(v),
+                ..Default::default()
+            })
+            .collect();
+        out.resources
+            .insert(sel.requirement_name.clone(), v1::Resources { items });
+        out.selectors.push(s);
+    }
+    for sel in &reqs.required_schemas {
+        let s = v1::SchemaSelector {
+            api_version: sel.api_version.clone(),
+            kind: sel.kind.clone(),
+        };
+        let schema = io.schema(&s).await.map_err(|m| {
+            prepare(format!(
+                "cannot fetch the required schema of requirement {:?} ({} {}): {m}",
+                sel.requirement_name, sel.api_version, sel.kind
+            ))
+        })?;
+        out.schemas.insert(
+            sel.requirement_name.clone(),
+            v1::Schema {
+                openapi_v3: schema.as_ref().and_then(structs::struct_of),
+            },
+        );
+    }
+    Ok(out)
+}
+
 /// Everything a response requires, old (`extra_resources`) and new (`resources`) fields together.
 #[allow(deprecated)]
 fn requirements(rsp: &v1::RunFunctionResponse) -> BTreeMap<String, v1::ResourceSelector> {
@@ -241,7 +341,12 @@ pub(crate) async fn call_with_requirements<I: Io>(
     calls: &mut usize,
 ) -> Result<v1::RunFunctionResponse, PipelineError> {
     let bootstrap = req.required_resources.clone();
-    let mut asked: Option<BTreeMap<String, v1::ResourceSelector>> = None;
+    let bootstrap_schemas = req.required_schemas.clone();
+    type Asked = (
+        BTreeMap<String, v1::ResourceSelector>,
+        BTreeMap<String, v1::SchemaSelector>,
+    );
+    let mut asked: Option<Asked> = None;
     for _ in 0..MAX_REQUIREMENTS_ITERATIONS {
         *calls += 1;
         let rsp = io
@@ -253,11 +358,35 @@ pub(crate) async fn call_with_requirements<I: Io>(
                 message,
             })?;
         let wants = requirements(&rsp);
-        if wants.is_empty() || asked.as_ref() == Some(&wants) {
+        let wants_schemas = rsp
+            .requirements
+            .as_ref()
+            .map(|r| r.schemas.clone())
+            .unwrap_or_default();
+        let now = (wants, wants_schemas);
+        if (now.0.is_empty() && now.1.is_empty()) || asked.as_ref() == Some(&now) {
             return Ok(rsp);
         }
+        let (wants, wants_schemas) = &now;
+        let mut schemas = bootstrap_schemas.clone();
+        for (name, sel) in wants_schemas {
+            let schema = io.schema(sel).await.map_err(|message| PipelineError::Prepare {
+                step: step.to_owned(),
+                message: format!(
+                    "required schema {name:?} ({} {}): {message}",
+                    sel.api_version, sel.kind
+                ),
+            })?;
+            schemas.insert(
+                name.clone(),
+                v1::Schema {
+                    openapi_v3: schema.as_ref().and_then(structs::struct_of),
+                },
+            );
+        }
+        req.required_schemas = schemas;
         let mut found = BTreeMap::new();
-        for (name, sel) in &wants {
+        for (name, sel) in wants {
             let items = io.required(sel).await.map_err(|message| PipelineError::Prepare {
                 step: step.to_owned(),
                 message: format!("required resources {name:?}: {message}"),
@@ -278,7 +407,7 @@ pub(crate) async fn call_with_requirements<I: Io>(
         let mut all = bootstrap.clone();
         all.extend(found);
         req.required_resources = all;
-        asked = Some(wants);
+        asked = Some(now);
     }
     Err(PipelineError::Requirements {
         step: step.to_owned(),
@@ -339,6 +468,8 @@ pub async fn run<I: Io>(
                 Some(structs::struct_of(v).ok_or_else(|| PipelineError::Input { step: s.step.clone() })?)
             }
         };
+        let boot = bootstrap(io, &s.step, s.requirements.as_ref()).await?;
+        out.required.extend(boot.selectors);
         let req = v1::RunFunctionRequest {
             meta: Some(v1::RequestMeta { tag: tag.to_owned() }),
             observed: Some(observed_state.clone()),
@@ -346,9 +477,12 @@ pub async fn run<I: Io>(
             input,
             context: Some(structs::to_struct(&context)),
             credentials: credentials(io, s).await?.into_iter().collect(),
+            required_resources: boot.resources,
+            required_schemas: boot.schemas,
             ..Default::default()
         };
         let rsp = call_step(io, s, req, &mut out.calls).await?;
+        out.required.extend(requirements(&rsp).into_values());
         for r in &rsp.results {
             let message = format!("{}: {}", s.step, r.message);
             let reason = r.reason.clone().unwrap_or_else(|| "ComposeResources".into());
@@ -447,7 +581,34 @@ mod tests {
             },
             input: Some(input),
             credentials: vec![],
+            requirements: None,
         }
+    }
+
+    #[tokio::test]
+    async fn step_requirements_arrive_with_the_first_call_and_are_kept_for_the_watch() {
+        let io = fake(|_, _| v1::RunFunctionResponse::default());
+        let mut s = step("a", "f", json!({}));
+        s.requirements = Some(FunctionRequirements {
+            required_resources: vec![RequiredResourceSelector {
+                requirement_name: "cfg".into(),
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                name: Some("c".into()),
+                ..Default::default()
+            }],
+            required_schemas: vec![apis::ops::RequiredSchemaSelector {
+                requirement_name: "cm".into(),
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+            }],
+        });
+        let out = run(&io, &[s], &observed(), "t").await.expect("runs");
+        assert_eq!(out.calls, 1, "nothing more asked: one call");
+        assert_eq!(out.required.len(), 1, "the bootstrap resource is watched");
+        let seen = io.seen.lock().expect("lock");
+        assert_eq!(seen[0].required_resources["cfg"].items.len(), 1);
+        assert!(seen[0].required_schemas.contains_key("cm"));
     }
 
     fn observed() -> Observed {
@@ -619,12 +780,39 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_required_schema_is_answered_even_when_none_is_known() {
+        let io = fake(|_, _| v1::RunFunctionResponse {
+            requirements: Some(v1::Requirements {
+                schemas: [(
+                    "cm".to_owned(),
+                    v1::SchemaSelector {
+                        api_version: "v1".into(),
+                        kind: "ConfigMap".into(),
+                    },
+                )]
+                .into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let out = run(&io, &[step("a", "f", json!({}))], &observed(), "t")
+            .await
+            .expect("runs");
+        assert_eq!(out.calls, 2, "called again with the schema, then stable");
+        let seen = io.seen.lock().expect("lock");
+        assert!(seen[0].required_schemas.is_empty());
+        // The fake knows no schema: the key is there, empty, as upstream says it tried.
+        assert_eq!(seen[1].required_schemas["cm"], v1::Schema::default());
+    }
+
+    #[tokio::test]
     async fn requirements_are_met_then_the_step_runs_again() {
         let io = fake(|_, _| wants("c"));
         let out = run(&io, &[step("a", "f", json!({}))], &observed(), "t")
             .await
             .expect("runs");
         assert_eq!(out.calls, 2, "called again with what it required, then stable");
+        assert_eq!(out.required.len(), 1, "what it required is kept for the watch");
         let seen = io.seen.lock().expect("lock");
         assert_eq!(seen[1].required_resources["cfg"].items.len(), 1);
     }

@@ -43,6 +43,7 @@ use super::fields::{Fields, ResourceRef};
 use super::functions::{ClusterIo, Functions};
 use super::pipeline;
 use super::render::{self, Owner};
+use super::required::{Dependency, Required};
 use super::select::{self, XrType};
 use super::status::{self, Outcome};
 use super::watch::ComposedWatches;
@@ -85,6 +86,7 @@ struct Ctx {
     def: CompositeController,
     discovery: Discovery,
     watches: ComposedWatches,
+    required: Required,
     breaker: Arc<circuit::Breaker>,
 }
 
@@ -102,8 +104,15 @@ pub async fn run(ctx: TermContext, def: CompositeController) -> Result<(), BoxEr
         ctx.token().clone(),
         breaker.clone(),
     );
+    let required = Required::new(
+        client.clone(),
+        ctx.token().clone(),
+        watches.sender(),
+        breaker.clone(),
+    );
     let state = Arc::new(Ctx {
         watches,
+        required,
         breaker,
         client,
         events: Events::new(FIELD_MANAGER_COMPOSITE, ctx.term().identity.clone()),
@@ -238,6 +247,7 @@ async fn reconcile(xr: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Erro
     }
     if xr.metadata.deletion_timestamp.is_some() {
         ctx.breaker.reset(&target);
+        ctx.required.forget(xr.namespace().as_deref(), &xr.name_any());
         return delete(&xr, &xr_json, &ctx).await;
     }
     match compose(&xr, &xr_json, &ctx).await {
@@ -395,6 +405,7 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
         }
     };
     ctx.publish(xr, &run.events).await;
+    track_required(ctx, xr, &run.required).await?;
     let observed = observed_state.resources;
     let desired_resources: BTreeMap<String, (Value, bool)> = run
         .desired
@@ -589,6 +600,43 @@ async fn compose(xr: &DynamicObject, xr_json: &Value, ctx: &Ctx) -> Result<(Outc
     }
     let overlay = builtin::json_of(composite).get("status").cloned();
     Ok((outcome, overlay))
+}
+
+/// Records what the XR's functions required, so that a change to one of those resources reconciles it.
+async fn track_required(
+    ctx: &Ctx,
+    xr: &DynamicObject,
+    required: &[v1::ResourceSelector],
+) -> Result<(), Error> {
+    let mut deps = Vec::new();
+    let mut kinds = Vec::new();
+    for sel in required {
+        let kind = ctx
+            .discovery
+            .resolve(&ctx.client, &sel.api_version, &sel.kind)
+            .await?;
+        let (name, labels) = match &sel.r#match {
+            Some(v1::resource_selector::Match::MatchName(n)) => (Some(n.clone()), BTreeMap::new()),
+            Some(v1::resource_selector::Match::MatchLabels(l)) => {
+                (None, l.labels.clone().into_iter().collect())
+            }
+            None => continue,
+        };
+        deps.push(Dependency {
+            api_version: sel.api_version.clone(),
+            kind: sel.kind.clone(),
+            namespace: sel.namespace.clone().filter(|_| kind.namespaced),
+            name,
+            labels,
+        });
+        kinds.push(kind.resource);
+    }
+    ctx.required.track(
+        ObjectRef::from_obj_with(xr, ctx.def.resource.clone()),
+        deps,
+        &kinds,
+    );
+    Ok(())
 }
 
 /// A generated name no object of this kind has yet.

@@ -20,9 +20,31 @@ pub struct XrType {
     pub kind: String,
 }
 
-/// Whether `comp` composes XRs of type `t`.
+/// Whether `comp` composes XRs of type `t`: the candidates a selector chooses among.
 pub fn compatible(comp: &Composition, t: &XrType) -> bool {
     comp.spec.composite_type_ref.api_version == t.api_version && comp.spec.composite_type_ref.kind == t.kind
+}
+
+/// Whether `comp` composes the same XRs as type `t` at any version: same group and kind. An XR's
+/// versions are one object, so a Composition chosen while another version was referenceable still
+/// composes it.
+pub fn same_kind(comp: &Composition, t: &XrType) -> bool {
+    let group = |api_version: &str| api_version.rsplit_once('/').map_or("", |(g, _)| g).to_owned();
+    comp.spec.composite_type_ref.kind == t.kind
+        && group(&comp.spec.composite_type_ref.api_version) == group(&t.api_version)
+}
+
+/// Whether an XR of type `t` may use `comp`, which it names (or its XRD enforces or defaults). As
+/// upstream: a legacy XR only a Composition for exactly its type (upstream's configurator refuses any
+/// other), a modern XR also one chosen while another version of the XRD was referenceable (upstream
+/// keeps composing it with the Composition it selected, whose type the XRD's referenceable version
+/// changed under it). A Composition for another kind altogether is refused either way.
+pub fn usable(comp: &Composition, t: &XrType, legacy: bool) -> bool {
+    if legacy {
+        compatible(comp, t)
+    } else {
+        same_kind(comp, t)
+    }
 }
 
 /// The Composition name to use, without listing: enforced, then the XR's ref, then the XRD default.
@@ -77,7 +99,7 @@ pub async fn composition(
         }
         Err(e) => return Err(e.into()),
     };
-    if !compatible(&comp, t) {
+    if !usable(&comp, t, xrd.scope.is_legacy()) {
         return Err(Error::Message(format!(
             "Composition {name:?} is for {}, Kind={}, not {}, Kind={}",
             comp.spec.composite_type_ref.api_version,
@@ -172,6 +194,34 @@ mod tests {
             ),
             CompositionUpdatePolicy::Manual
         );
+    }
+
+    fn comp(api_version: &str, kind: &str) -> Composition {
+        serde_json::from_value(json!({
+            "apiVersion": "apiextensions.crossplane.io/v1", "kind": "Composition",
+            "metadata": {"name": "c"},
+            "spec": {"compositeTypeRef": {"apiVersion": api_version, "kind": kind}}
+        }))
+        .expect("composition")
+    }
+
+    #[test]
+    fn a_modern_xr_keeps_a_composition_of_another_version_a_legacy_one_does_not() {
+        let t = XrType {
+            api_version: "test.example.org/v2".into(),
+            kind: "TestResource".into(),
+        };
+        let v1 = comp("test.example.org/v1", "TestResource");
+        let v2 = comp("test.example.org/v2", "TestResource");
+        let other = comp("other.example.org/v2", "TestResource");
+        let kind = comp("test.example.org/v2", "Other");
+        // Selection only chooses among Compositions of exactly the referenceable version.
+        assert!(!compatible(&v1, &t) && compatible(&v2, &t));
+        assert!(usable(&v1, &t, false) && usable(&v2, &t, false));
+        assert!(!usable(&v1, &t, true) && usable(&v2, &t, true));
+        for bad in [&other, &kind] {
+            assert!(!usable(bad, &t, false) && !usable(bad, &t, true));
+        }
     }
 
     #[test]

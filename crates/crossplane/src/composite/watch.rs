@@ -59,6 +59,11 @@ impl ComposedWatches {
         (w, rx)
     }
 
+    /// Where changes that reconcile an XR go (shared with [`super::required::Required`]).
+    pub fn sender(&self) -> mpsc::UnboundedSender<ObjectRef<DynamicObject>> {
+        self.tx.clone()
+    }
+
     /// Starts watching `kind` unless it is watched already.
     pub fn ensure(&self, kind: &ApiResource) {
         let key = (kind.api_version.clone(), kind.kind.clone());

@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use apis::ops::{PipelineStep, RequiredResourceSelector};
+use apis::ops::PipelineStep;
 use function::proto::v1;
 use function::structs;
 use prost::Message;
@@ -20,7 +20,8 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 pub use crate::composite::pipeline::Event;
-use crate::composite::pipeline::{Io, PipelineError, call_with_requirements};
+pub use crate::composite::pipeline::selector;
+use crate::composite::pipeline::{Io, PipelineError, bootstrap, call_with_requirements};
 
 /// The event reason of a step's results (upstream's).
 pub const REASON_RUN_PIPELINE_STEP: &str = "RunPipelineStep";
@@ -36,65 +37,6 @@ pub struct Outcome {
     pub outputs: Vec<(String, Value)>,
     /// Function calls made.
     pub calls: usize,
-}
-
-/// The protocol's selector for a bootstrap requirement.
-pub fn selector(sel: &RequiredResourceSelector) -> Result<v1::ResourceSelector, String> {
-    let r#match = match (&sel.name, &sel.match_labels) {
-        (Some(n), _) => v1::resource_selector::Match::MatchName(n.clone()),
-        (None, Some(l)) => v1::resource_selector::Match::MatchLabels(v1::MatchLabels {
-            labels: l.clone().into_iter().collect(),
-        }),
-        (None, None) => {
-            return Err(format!(
-                "requirement {:?} names neither a resource (name) nor labels (matchLabels)",
-                sel.requirement_name
-            ));
-        }
-    };
-    Ok(v1::ResourceSelector {
-        api_version: sel.api_version.clone(),
-        kind: sel.kind.clone(),
-        r#match: Some(r#match),
-        namespace: sel.namespace.clone(),
-    })
-}
-
-async fn bootstrap<I: Io>(
-    io: &I,
-    step: &PipelineStep,
-) -> Result<BTreeMap<String, v1::Resources>, PipelineError> {
-    let mut out = BTreeMap::new();
-    let Some(reqs) = &step.requirements else {
-        return Ok(out);
-    };
-    let prepare = |message: String| PipelineError::Prepare {
-        step: step.step.clone(),
-        message,
-    };
-    if let Some(s) = reqs.required_schemas.first() {
-        return Err(prepare(format!(
-            "requirement {:?} asks for the schema of {} {}: required schemas are not supported by this core yet",
-            s.requirement_name, s.api_version, s.kind
-        )));
-    }
-    for sel in &reqs.required_resources {
-        let found = io.required(&selector(sel).map_err(prepare)?).await.map_err(|m| {
-            prepare(format!(
-                "cannot fetch the required resources of requirement {:?}: {m}",
-                sel.requirement_name
-            ))
-        })?;
-        let items = found
-            .iter()
-            .map(|v| v1::Resource {
-                resource: structs::struct_of(v),
-                ..Default::default()
-            })
-            .collect();
-        out.insert(sel.requirement_name.clone(), v1::Resources { items });
-    }
-    Ok(out)
 }
 
 async fn credentials<I: Io>(
@@ -164,9 +106,11 @@ pub async fn run<I: Io>(io: &I, steps: &[PipelineStep]) -> Result<Outcome, Pipel
             input,
             context: Some(structs::to_struct(&context)),
             credentials: credentials(io, s).await?.into_iter().collect(),
-            required_resources: bootstrap(io, s).await?.into_iter().collect(),
             ..Default::default()
         };
+        let boot = bootstrap(io, &s.step, s.requirements.as_ref()).await?;
+        req.required_resources = boot.resources;
+        req.required_schemas = boot.schemas;
         req.meta = Some(v1::RequestMeta { tag: tag(&req) });
         let rsp = call_with_requirements(io, &s.step, function, req, &mut out.calls).await?;
         for r in &rsp.results {
@@ -229,7 +173,7 @@ mod tests {
     use std::sync::Mutex;
 
     use apis::apiextensions::FunctionReference;
-    use apis::ops::FunctionRequirements;
+    use apis::ops::{FunctionRequirements, RequiredResourceSelector};
     use serde_json::json;
 
     use super::*;

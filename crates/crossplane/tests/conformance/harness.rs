@@ -4,8 +4,9 @@
 //! for each XRD. A function-dummy compatible function of ours (`tests/functions/dummy.py`) serves the
 //! pipeline steps. Everything a scenario creates carries its id, so scenarios run in parallel.
 //!
-//! Waits compare a condition's type, status and reason and ignore the message, like upstream's
-//! `ResourcesHaveConditionWithin`, each with upstream's time limit.
+//! Waits compare a condition's type, status, reason and observed generation (an unset or zero one counts
+//! as current) and ignore the message, like upstream's `ResourcesHaveConditionWithin`, each with
+//! upstream's time limit.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -267,7 +268,9 @@ impl World {
         Ok(serde_json::to_value(self.api_of(obj).await?.get(name).await?)?)
     }
 
-    /// Waits until `obj` has a condition of `type_` with `status` and `reason` (message ignored).
+    /// Waits until `obj` has a condition of `type_` with `status` and `reason` (message ignored) that
+    /// was observed at the object's current generation; a condition without `observedGeneration` (or
+    /// with 0) counts as current, as upstream's `ResourcesHaveConditionWithin` treats it.
     pub async fn has_condition(
         &self,
         limit: Duration,
@@ -284,7 +287,13 @@ impl World {
             if let Ok(mut l) = last.lock() {
                 *l = o.pointer("/status/conditions").cloned().unwrap_or(Value::Null);
             }
-            Ok(c.filter(|c| c["status"] == status && c["reason"] == reason))
+            let generation = o.pointer("/metadata/generation").and_then(Value::as_i64);
+            Ok(c.filter(|c| {
+                let observed = c["observedGeneration"].as_i64().filter(|g| *g != 0);
+                c["status"] == status
+                    && c["reason"] == reason
+                    && (observed.is_none() || observed == generation)
+            }))
         })
         .await;
         r.map_err(|e| {

@@ -22,16 +22,6 @@ pub const XRDS: &str = "apiextensions_xrds_test.go";
 /// Every upstream scenario named in issue 22 that this suite cannot run yet: name, upstream file, why.
 pub const CANNOT_RUN: &[(&str, &str, &str)] = &[
     (
-        "TestRequiredSchemas",
-        COMPOSITIONS,
-        "needs requiredSchemas in the function protocol and function-python, not built yet",
-    ),
-    (
-        "TestRequiredResources",
-        COMPOSITIONS,
-        "needs step-level requirements (pipeline[].requirements) and function-python, not built yet",
-    ),
-    (
         "TestLegacyComposition",
         LEGACY,
         "needs provider-nop and function-auto-ready running as packages: the package manager runs them on a \
@@ -48,14 +38,6 @@ pub const CANNOT_RUN: &[(&str, &str, &str)] = &[
         LEGACY,
         "upgrades Crossplane with its Helm chart between steps, with provider-nop running as a package: needs \
          a node and a chart upgrade in this suite's test bed",
-    ),
-    ("TestLegacyBindToExistingXR", LEGACY, "not written yet"),
-    (
-        "TestXRDReferenceableVersionChange",
-        XRDS,
-        "fails on our core, so not in the suite yet: an XR created right after the XRD's referenceable \
-         version changes from v1 to v2 is still given the v1 Composition (the composite controller's \
-         restart on the new generation races the XR), and is then refused as the wrong type",
     ),
     (
         "TestEnvironmentResolveIfNotPresent",
