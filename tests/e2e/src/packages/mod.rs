@@ -446,13 +446,7 @@ pub async fn run(
     let mut rounds = rounds?;
     let nops_ready = wait_nops(&nops, READY_TIMEOUT).await?;
 
-    providers
-        .patch(
-            PROVIDER,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"revisionActivationPolicy": "Automatic"}})),
-        )
-        .await?;
+    back_to_automatic(&client).await?;
     let bad_inputs = bad::run(
         &client,
         &registry,
@@ -581,6 +575,28 @@ pub(crate) async fn upgrade(client: &Client, way: Way, to: &str, change: &str) -
             deployments.delete(&d, &DeleteParams::default()).await?;
         }
     }
+    wait_alone_leading(client, &after, started, &format!("{change} ({way:?})")).await?;
+    Ok(Upgrade {
+        way,
+        change: change.to_string(),
+        seconds: started.elapsed().as_secs_f64(),
+        gap_ms: 0.0,
+        handovers: 0,
+        start,
+        end: Timestamp::now(),
+    })
+}
+
+/// Waits until the Provider is Healthy at revision `after`, whose Deployment is the package's only one and
+/// one of whose Pods leads; `what` names the change for the error after [`UPGRADE_TIMEOUT`] from
+/// `started`.
+async fn wait_alone_leading(
+    client: &Client,
+    after: &str,
+    started: Instant,
+    what: &str,
+) -> anyhow::Result<()> {
+    let providers = provider_api(client);
     loop {
         let done = async {
             let p = providers.get(PROVIDER).await?;
@@ -592,35 +608,60 @@ pub(crate) async fn upgrade(client: &Client, way: Way, to: &str, change: &str) -
                 .list(&ListParams::default().labels(&format!("{}={PROVIDER}", apis::pkg::LABEL_PACKAGE)))
                 .await?
                 .items;
-            if all.iter().any(|d| revision_of(d) != Some(after.as_str())) {
+            if all.iter().any(|d| revision_of(d) != Some(after)) {
                 return Ok(false);
             }
-            let pods = runtime_pods(client, &after).await?;
+            let pods = runtime_pods(client, after).await?;
             let holder = leader_pod(client).await?;
             Ok(pods.iter().any(|p| workload::name(p) == holder))
         }
         .await?;
         if done {
-            break;
+            return Ok(());
         }
         if started.elapsed() > UPGRADE_TIMEOUT {
             bail!(
-                "{change} ({way:?}) did not finish within {}s: the new revision {after} should be Healthy, \
-                 lead, and be the package's only Deployment",
+                "{what} did not finish within {}s: the new revision {after} should be Healthy, lead, and be \
+                 the package's only Deployment",
                 UPGRADE_TIMEOUT.as_secs()
             );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Ok(Upgrade {
-        way,
-        change: change.to_string(),
-        seconds: started.elapsed().as_secs_f64(),
-        gap_ms: 0.0,
-        handovers: 0,
-        start,
-        end: Timestamp::now(),
-    })
+}
+
+/// Sets `revisionActivationPolicy` back to Automatic and waits until it has settled. The generation is
+/// part of a revision's name, so the change makes a new revision of the same package, which takes over
+/// as an upgrade does: until then the previous revision's Deployment may still go.
+async fn back_to_automatic(client: &Client) -> anyhow::Result<()> {
+    let providers = provider_api(client);
+    let revs = revision_api(client);
+    let number = |r: &DynamicObject| r.data["spec"]["revision"].as_i64().unwrap_or(0);
+    let lp = ListParams::default().labels(&format!("{}={PROVIDER}", apis::pkg::LABEL_PACKAGE));
+    let highest = revs.list(&lp).await?.items.iter().map(number).max().unwrap_or(0);
+    let started = Instant::now();
+    providers
+        .patch(
+            PROVIDER,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"revisionActivationPolicy": "Automatic"}})),
+        )
+        .await?;
+    let after = wait_for(
+        "a new revision after revisionActivationPolicy → Automatic",
+        UPGRADE_TIMEOUT,
+        async || {
+            let current = current_revision(&providers.get(PROVIDER).await?)?;
+            Ok(match revs.get_opt(&current).await? {
+                Some(r) if number(&r) > highest => Ok(current),
+                _ => Err(format!(
+                    "current revision {current}, not numbered above {highest}"
+                )),
+            })
+        },
+    )
+    .await?;
+    wait_alone_leading(client, &after, started, "revisionActivationPolicy → Automatic").await
 }
 
 pub(crate) fn current_revision(p: &DynamicObject) -> anyhow::Result<String> {
