@@ -180,8 +180,11 @@ where
         // and by the controller builder (requeues), since the queue itself is private.
         let wq = metrics.workqueue().clone();
         let queue_name = self.name.clone();
+        // The cache keeps no managedFields: the reconciler never reads them, they are often the larger
+        // part of an object, and an update without them leaves the server's as they are.
         let trigger = watcher(api, wc)
             .default_backoff()
+            .modify(|obj: &mut K| obj.managed_fields_mut().clear())
             .reflect(writer)
             .applied_objects()
             .predicate_filter(desired_state_hash, PredicateConfig::default())
