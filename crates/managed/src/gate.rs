@@ -6,7 +6,8 @@
 //! established, stops it (its token cancelled, its in-flight reconciles finished) if the CRD goes away
 //! or stops being established, and starts it again when it is back; each transition is logged once, and
 //! a watch error once until the watch recovers. Where the CRD is installed beforehand, the controller
-//! starts as soon as the first list sees it.
+//! starts as soon as the first list sees it. A provider that may not watch CRDs (403, an RBAC of before
+//! MRDs) runs its controller at once, as it did before, and says once which rule would let it wait.
 
 use std::future::Future;
 
@@ -62,6 +63,22 @@ impl Seen {
     }
 }
 
+/// The apiserver's Status in a watch error, if it answered with one.
+fn status(e: &watcher::Error) -> Option<&kube::core::Status> {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => Some(s),
+        watcher::Error::WatchError(s) => Some(s),
+        _ => None,
+    }
+}
+
+/// A watch error in words: the apiserver's message when it gave one.
+fn words(e: &watcher::Error) -> String {
+    status(e).map_or_else(|| e.to_string(), |s| s.message.clone())
+}
+
 /// Runs `run` (given a token that is cancelled to stop it) while CRD `crd` is established, until
 /// `token` is cancelled; `controller` names the controller in logs.
 pub async fn while_established<F, Fut>(
@@ -93,8 +110,21 @@ pub async fn while_established<F, Fut>(
                 e
             }
             Err(e) => {
+                if running.is_none() && seen.now.is_none() && status(&e).is_some_and(|s| s.code == 403) {
+                    tracing::warn!(
+                        controller,
+                        crd,
+                        error = %words(&e),
+                        "not allowed to watch the CustomResourceDefinition; starting the controller without \
+                         waiting for it (grant get, list and watch on customresourcedefinitions for the provider \
+                         to wait until an Inactive ManagedResourceDefinition is activated)"
+                    );
+                    let child = token.child_token();
+                    run(child).await;
+                    return;
+                }
                 if !error_logged {
-                    tracing::warn!(controller, crd, error = %e, "cannot watch the CustomResourceDefinition; retrying (the provider needs get, list and watch on customresourcedefinitions)");
+                    tracing::warn!(controller, crd, error = %words(&e), "cannot watch the CustomResourceDefinition; retrying (the provider needs get, list and watch on customresourcedefinitions)");
                     error_logged = true;
                 }
                 continue;
