@@ -74,11 +74,6 @@ fn status(e: &watcher::Error) -> Option<&kube::core::Status> {
     }
 }
 
-/// A watch error in words: the apiserver's message when it gave one.
-fn words(e: &watcher::Error) -> String {
-    status(e).map_or_else(|| e.to_string(), |s| s.message.clone())
-}
-
 /// Runs `run` (given a token that is cancelled to stop it) while CRD `crd` is established, until
 /// `token` is cancelled; `controller` names the controller in logs.
 pub async fn while_established<F, Fut>(
@@ -114,7 +109,7 @@ pub async fn while_established<F, Fut>(
                     tracing::warn!(
                         controller,
                         crd,
-                        error = %words(&e),
+                        error = %manager::controller::api_error::explain_watch(&e),
                         "not allowed to watch the CustomResourceDefinition; starting the controller without \
                          waiting for it (grant get, list and watch on customresourcedefinitions for the provider \
                          to wait until an Inactive ManagedResourceDefinition is activated)"
@@ -124,7 +119,7 @@ pub async fn while_established<F, Fut>(
                     return;
                 }
                 if !error_logged {
-                    tracing::warn!(controller, crd, error = %words(&e), "cannot watch the CustomResourceDefinition; retrying (the provider needs get, list and watch on customresourcedefinitions)");
+                    tracing::warn!(controller, crd, error = %manager::controller::api_error::explain_watch(&e), "cannot watch the CustomResourceDefinition; retrying (the provider needs get, list and watch on customresourcedefinitions)");
                     error_logged = true;
                 }
                 continue;

@@ -15,6 +15,7 @@ pub mod connection;
 pub mod discovery;
 pub mod fields;
 pub mod functions;
+pub mod kind_watch;
 pub mod pipeline;
 pub mod pki;
 pub mod reconciler;

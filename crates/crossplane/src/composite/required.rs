@@ -6,24 +6,24 @@
 //! the first selector of a kind starts one metadata watch on that kind (every object, every namespace).
 //! A change is matched against each XR's selectors (by name and namespace, or by labels within the
 //! selector's namespace or all namespaces) and the matching XRs are sent to the controller, through the
-//! XR's circuit breaker as composed-resource changes are. A watch that is refused (RBAC) backs off and
-//! retries; the poll still covers its kind meanwhile.
+//! XR's circuit breaker as composed-resource changes are. The watch loop is [`super::kind_watch`]'s: a
+//! watch that is refused (RBAC) backs off and retries, counted and reported, and the poll still covers
+//! its kind meanwhile.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use futures::StreamExt;
 use kube::Api;
 use kube::api::DynamicObject;
 use kube::core::{ApiResource, PartialObjectMeta};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher::{self, watcher};
+use kube::runtime::watcher;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::circuit::{self, Breaker};
+use super::kind_watch::{self, Flow};
 
 /// One required resource, or set of resources, of a known kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,30 +117,16 @@ impl Required {
             return;
         }
         let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(self.client.clone(), kind);
-        let (tx, token, deps, breaker) = (
-            self.tx.clone(),
-            self.token.clone(),
-            self.deps.clone(),
-            self.breaker.clone(),
-        );
+        let (tx, deps, breaker) = (self.tx.clone(), self.deps.clone(), self.breaker.clone());
         let (api_version, kind_name) = (kind.api_version.clone(), kind.kind.clone());
-        tracing::debug!(kind = %kind_name, "watching required resources");
-        tokio::spawn(async move {
-            let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
-            loop {
-                let ev = tokio::select! {
-                    () = token.cancelled() => return,
-                    ev = events.next() => ev,
-                };
-                let obj = match ev {
-                    None => return,
-                    Some(Err(e)) => {
-                        tracing::debug!(kind = %kind_name, error = %e, "required-resource watch failed; retrying");
-                        continue;
-                    }
-                    Some(Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o))) => o,
-                    Some(Ok(_)) => continue,
-                };
+        let what = format!("required {api_version}/{kind_name}");
+        tracing::debug!("watching {what}");
+        kind_watch::spawn(
+            api,
+            watcher::Config::default(),
+            self.token.clone(),
+            what,
+            move |obj| {
                 let name = obj.metadata.name.clone().unwrap_or_default();
                 let ns = obj.metadata.namespace.clone();
                 let labels = obj.metadata.labels.clone().unwrap_or_default();
@@ -155,21 +141,19 @@ impl Required {
                     })
                     .map(|(k, (r, _))| (k.clone(), r.clone()))
                     .collect();
-                let source = match ns.as_deref() {
-                    Some(n) if !n.is_empty() => format!("{kind_name}/{name} ({n})"),
-                    _ => format!("{kind_name}/{name}"),
-                };
+                let source = kind_watch::source(&kind_name, &obj);
                 for (target, r) in targets {
                     if !breaker.admit(&target, &source, Instant::now()) {
                         tracing::debug!(xr = %target, source = %source, "watch event dropped: the XR's circuit is open");
                         continue;
                     }
                     if tx.send(r).is_err() {
-                        return;
+                        return Flow::Stop;
                     }
                 }
-            }
-        });
+                Flow::Continue
+            },
+        );
     }
 }
 

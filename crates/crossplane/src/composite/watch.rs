@@ -4,7 +4,7 @@
 //! The first compose that meets a kind starts one metadata watch on it (objects labelled
 //! `crossplane.io/composite`); each change is mapped to its controlling XR through the controller
 //! owner reference. A watch that is refused (RBAC) or fails backs off and retries; polling still
-//! covers its kind meanwhile. Each change goes through the XR's circuit breaker ([`super::circuit`]),
+//! covers its kind meanwhile ([`super::kind_watch`] counts and reports the failures). Each change goes through the XR's circuit breaker ([`super::circuit`]),
 //! which drops changes while an XR's circuit is open; a composed resource being deleted always gets
 //! through.
 
@@ -13,17 +13,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use apis::apiextensions::labels::LABEL_COMPOSITE;
-use futures::StreamExt;
 use kube::Api;
 use kube::api::DynamicObject;
 use kube::core::{ApiResource, PartialObjectMeta};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher::{self, watcher};
+use kube::runtime::watcher;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::circuit::{self, Breaker};
+use super::kind_watch::{self, Flow};
 
 /// The watches of one composite controller.
 pub struct ComposedWatches {
@@ -79,52 +78,28 @@ impl ComposedWatches {
         let xr = self.xr.clone();
         let namespaced = self.namespaced;
         let tx = self.tx.clone();
-        let token = self.token.clone();
         let breaker = self.breaker.clone();
         let composed_kind = kind.kind.clone();
-        let what = format!("{}/{}", kind.api_version, kind.kind);
-        tracing::debug!(kind = %what, xr = %xr.kind, "watching composed resources");
-        tokio::spawn(async move {
-            let cfg = watcher::Config::default().labels(LABEL_COMPOSITE);
-            let mut events = watcher(api, cfg).default_backoff().boxed();
-            loop {
-                let ev = tokio::select! {
-                    () = token.cancelled() => return,
-                    ev = events.next() => ev,
-                };
-                let obj = match ev {
-                    None => return,
-                    Some(Err(e)) => {
-                        tracing::debug!(kind = %what, error = %e, "composed-resource watch failed; retrying");
-                        continue;
-                    }
-                    Some(Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o))) => o,
-                    Some(Ok(_)) => continue,
-                };
-                let Some(r) = owner(&obj, &xr, namespaced) else {
-                    continue;
-                };
-                let deleting = obj.metadata.deletion_timestamp.is_some();
-                let source = source(&composed_kind, &obj);
-                let target = circuit::key(r.namespace.as_deref(), &r.name);
-                if !deleting && !breaker.admit(&target, &source, Instant::now()) {
-                    tracing::debug!(xr = %target, source = %source, "watch event dropped: the XR's circuit is open");
-                    continue;
-                }
-                if tx.send(r).is_err() {
-                    return;
-                }
+        let what = format!("composed {}/{} of {}", kind.api_version, kind.kind, xr.kind);
+        tracing::debug!("watching {what}");
+        let cfg = watcher::Config::default().labels(LABEL_COMPOSITE);
+        kind_watch::spawn(api, cfg, self.token.clone(), what, move |obj| {
+            let Some(r) = owner(&obj, &xr, namespaced) else {
+                return Flow::Continue;
+            };
+            let deleting = obj.metadata.deletion_timestamp.is_some();
+            let source = kind_watch::source(&composed_kind, &obj);
+            let target = circuit::key(r.namespace.as_deref(), &r.name);
+            if !deleting && !breaker.admit(&target, &source, Instant::now()) {
+                tracing::debug!(xr = %target, source = %source, "watch event dropped: the XR's circuit is open");
+                return Flow::Continue;
+            }
+            if tx.send(r).is_err() {
+                Flow::Stop
+            } else {
+                Flow::Continue
             }
         });
-    }
-}
-
-/// A composed resource as the breaker names it: `Kind/name (namespace)`, as upstream's.
-fn source(kind: &str, obj: &PartialObjectMeta<DynamicObject>) -> String {
-    let name = obj.metadata.name.as_deref().unwrap_or_default();
-    match obj.metadata.namespace.as_deref() {
-        Some(ns) if !ns.is_empty() => format!("{kind}/{name} ({ns})"),
-        _ => format!("{kind}/{name}"),
     }
 }
 

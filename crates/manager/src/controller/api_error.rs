@@ -44,6 +44,17 @@ pub fn explain(e: &kube::Error) -> String {
     }
 }
 
+/// A watch's error in words: [`explain`] of the API error inside it, or the watcher's own words for the
+/// rest (the `Status` an apiserver sent in a watch event is never shown as a `Debug` dump).
+pub fn explain_watch(e: &kube::runtime::watcher::Error) -> String {
+    use kube::runtime::watcher::Error as W;
+    match e {
+        W::InitialListFailed(k) | W::WatchStartFailed(k) | W::WatchFailed(k) => explain(k),
+        W::WatchError(s) => explain(&kube::Error::Api(s.clone())),
+        W::NoResourceVersion => e.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,5 +81,21 @@ mod tests {
         );
         assert_eq!(explain(&api(418, "teapot")), "teapot");
         assert!(explain(&api(404, "")).starts_with("Forbidden ("));
+    }
+
+    #[test]
+    fn a_watch_error_is_the_apiservers_words_too() {
+        use kube::runtime::watcher::Error as W;
+        let listed = W::InitialListFailed(api(403, "cannot list configmaps"));
+        assert_eq!(
+            explain_watch(&listed),
+            explain(&api(403, "cannot list configmaps"))
+        );
+        let kube::Error::Api(status) = api(410, "too old resource version") else {
+            unreachable!("api() builds an API error")
+        };
+        let s = explain_watch(&W::WatchError(status));
+        assert_eq!(s, "too old resource version", "{s}");
+        assert!(!explain_watch(&listed).contains("Status {"));
     }
 }
