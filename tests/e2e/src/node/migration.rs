@@ -20,7 +20,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
 use kube::{
     Api,
-    api::{DynamicObject, ListParams, Patch, PatchParams, PostParams},
+    api::{ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
 use testenv::workload;
@@ -141,51 +141,6 @@ async fn switched(client: &kube::Client, lease: &str, reference: &str) -> anyhow
             .any(|p| workload::name(p) == workload::holder_pod(&holder)))
 }
 
-fn condition_at<'a>(r: &'a DynamicObject, kind: &str) -> Option<&'a serde_json::Value> {
-    r.data["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == kind && c["status"] == "True")
-}
-
-/// How many of ours are Ready and Synced, Synced at their current generation.
-async fn converged(client: &kube::Client) -> anyhow::Result<usize> {
-    let nops = workload::nop_api(client)
-        .list(&ListParams::default())
-        .await?
-        .items;
-    Ok(nops
-        .iter()
-        .filter(|r| {
-            r.metadata
-                .name
-                .as_deref()
-                .is_some_and(|n| n.starts_with("migrate-"))
-        })
-        .filter(|r| {
-            condition_at(r, "Ready").is_some()
-                && condition_at(r, "Synced")
-                    .is_some_and(|c| c["observedGeneration"].as_i64() == r.metadata.generation)
-        })
-        .count())
-}
-
-async fn wait_converged(client: &kube::Client) -> anyhow::Result<usize> {
-    let start = Instant::now();
-    loop {
-        let ready = converged(client).await?;
-        if ready == NOPS {
-            return Ok(ready);
-        }
-        ensure!(
-            start.elapsed() < READY_TIMEOUT,
-            "{ready} of {NOPS} NopResources Ready and Synced at their last generation after {}s",
-            READY_TIMEOUT.as_secs()
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
 /// Runs the migration on provider-nop's Deployment, whose replicas stand for `lease`. The peer's image
 /// ([`peer_reference`]) must be on the node.
 pub async fn run(
@@ -211,7 +166,7 @@ pub async fn run(
         )
         .await?;
     }
-    wait_converged(client).await?;
+    crate::churn::wait_settled(workload::nop_api(client), "migrate", NOPS, READY_TIMEOUT).await?;
     eprintln!("[node] {NOPS} NopResources Ready; switching {APP} Rust -> Go -> Rust -> Go while they change");
 
     let churn = crate::churn::Churn::start(nops.clone(), "migrate", NOPS, CHANGE_EVERY);
@@ -239,7 +194,7 @@ pub async fn run(
     .await;
     let changes = churn.stop().await?;
     outcome?;
-    let ready = wait_converged(client).await?;
+    let ready = crate::churn::wait_settled(workload::nop_api(client), "migrate", NOPS, READY_TIMEOUT).await?;
 
     let events: Vec<testenv::AuditEvent> = cluster
         .audit()
@@ -332,8 +287,8 @@ impl Migration {
             .iter()
             .map(|s| {
                 format!(
-                    "to {} in {:.1} s (no leader {:.0} ms)",
-                    s.to, s.seconds, s.no_leader_ms
+                    "to {} in {:.1} s (no valid Lease {:.0} ms, nobody acting {:.0} ms)",
+                    s.to, s.seconds, s.no_leader_ms, s.nobody_acting_ms
                 )
             })
             .collect::<Vec<_>>()

@@ -405,7 +405,7 @@ pub async fn run(
             .await
             .context("creating a NopResource (is its CRD installed?)")?;
     }
-    wait_nops(&nops, READY_TIMEOUT).await?;
+    crate::churn::wait_settled(nops.clone(), "pkg", NOPS, READY_TIMEOUT).await?;
     eprintln!("[packages] {NOPS} NopResources Ready: the package's runtime may manage its kinds");
 
     let churn = crate::churn::Churn::start(nops.clone(), "pkg", NOPS, Duration::from_millis(250));
@@ -444,7 +444,7 @@ pub async fn run(
     .await;
     let changes = churn.stop().await?;
     let mut rounds = rounds?;
-    let nops_ready = wait_nops(&nops, READY_TIMEOUT).await?;
+    let nops_ready = crate::churn::wait_settled(nops.clone(), "pkg", NOPS, READY_TIMEOUT).await?;
 
     back_to_automatic(&client).await?;
     let bad_inputs = bad::run(
@@ -773,28 +773,6 @@ pub(crate) async fn wait_leader_among(
         ensure!(
             start.elapsed() < timeout,
             "no Pod of {pods:?} held Lease {NAMESPACE}/{LEASE} within {}s (holder: {holder:?})",
-            timeout.as_secs()
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-/// Waits until every NopResource `pkg-*` is Ready and Synced; returns how many.
-async fn wait_nops(nops: &Api<DynamicObject>, timeout: Duration) -> anyhow::Result<usize> {
-    let start = Instant::now();
-    loop {
-        let list = nops.list(&ListParams::default()).await?.items;
-        let ready = list
-            .iter()
-            .filter(|r| r.name_any().starts_with("pkg-"))
-            .filter(|r| is_true(r, "Ready") && is_true(r, "Synced"))
-            .count();
-        if ready == NOPS {
-            return Ok(ready);
-        }
-        ensure!(
-            start.elapsed() < timeout,
-            "{ready} of {NOPS} NopResources Ready and Synced after {}s",
             timeout.as_secs()
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
