@@ -11,6 +11,7 @@
 
 pub mod builtin;
 pub mod circuit;
+mod compose;
 pub mod connection;
 pub mod discovery;
 pub mod fields;
