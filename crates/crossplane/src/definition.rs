@@ -160,33 +160,8 @@ async fn reconcile(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -> Resu
         return delete(&xrd, &ctx).await;
     }
 
-    let crd = match xcrd::render(&xrd) {
-        Ok(c) => c,
-        Err(e) => {
-            let msg = format!("cannot render composite resource CustomResourceDefinition: {e}");
-            ctx.set_status(&xrd, vec![Condition::reconcile_error(&msg)], None)
-                .await?;
-            return Err(Error::Message(msg));
-        }
-    };
-    let claim_crd = match xcrd::render_claim(&xrd) {
-        Ok(c) => c,
-        Err(e) => {
-            let msg = format!("cannot render composite resource claim CustomResourceDefinition: {e}");
-            ctx.set_status(&xrd, vec![Condition::reconcile_error(&msg)], None)
-                .await?;
-            return Err(Error::Message(msg));
-        }
-    };
-    if !xrd.finalizers().iter().any(|f| f == FINALIZER_DEFINED) {
-        let mut f = xrd.finalizers().to_vec();
-        f.push(FINALIZER_DEFINED.to_owned());
-        let patch = json!({"metadata": {"finalizers": f, "resourceVersion": xrd.resource_version()}});
-        Api::<CompositeResourceDefinition>::all(ctx.client.clone())
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await?;
-    }
-    let mut crd = crd;
+    let (mut crd, claim_crd) = render_crds(&xrd, &ctx).await?;
+    ensure_finalizer(&xrd, &ctx).await?;
     let mut owner = xrd
         .controller_owner_ref(&())
         .ok_or_else(|| Error::Message("the XRD has no uid".into()))?;
@@ -198,38 +173,8 @@ async fn reconcile(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -> Resu
     }
 
     let resource = xr_resource(&xrd).ok_or_else(|| Error::Message("no referenceable version".into()))?;
-    let restart = ctx
-        .lock()
-        .get(&name)
-        .map(|c| c.generation != generation || c.handle.is_finished());
-    match restart {
-        Some(false) => {}
-        Some(true) | None => {
-            if !may_watch(&ctx.client, &resource).await? {
-                tracing::info!(xrd = %name, "waiting for RBAC to allow watching the composite resources");
-                return Ok(Action::requeue(ctx.rbac_wait.fail(&name)));
-            }
-            if restart == Some(true) {
-                ctx.stop_child(&name).await;
-            }
-            let def = CompositeController {
-                resource: resource.clone(),
-                xrd: xrd.spec.clone(),
-                poll: ctx.options.poll,
-                functions: ctx.options.functions.clone(),
-                circuit: ctx.options.circuit,
-                name: format!("composite/{name}"),
-                metrics: ctx.options.metrics.clone(),
-            };
-            let handle = ctx
-                .term
-                .spawn_child(format!("composite/{name}"), move |child| {
-                    composite::run(child, def)
-                })
-                .map_err(|e| Error::Message(e.to_string()))?;
-            tracing::info!(xrd = %name, kind = %resource.kind, "started composite controller");
-            ctx.lock().insert(name.clone(), Child { generation, handle });
-        }
+    if let Some(wait) = start_composite_controller(&xrd, &ctx, &resource).await? {
+        return Ok(wait);
     }
     let mut conditions = vec![
         Condition::new(TYPE_ESTABLISHED, ConditionStatus::True, REASON_WATCHING_COMPOSITE)
@@ -256,6 +201,88 @@ async fn reconcile(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -> Resu
     ctx.set_status(&xrd, conditions, Some(controllers)).await?;
     ctx.rbac_wait.succeed(&name);
     Ok(Action::await_change())
+}
+
+/// The composite CRD and, when the XRD offers a claim, the claim's CRD; a schema that cannot be
+/// rendered is a condition on the XRD.
+async fn render_crds(
+    xrd: &CompositeResourceDefinition,
+    ctx: &Ctx,
+) -> Result<(CustomResourceDefinition, Option<CustomResourceDefinition>), Error> {
+    let rendered = xcrd::render(xrd)
+        .map_err(|e| format!("cannot render composite resource CustomResourceDefinition: {e}"))
+        .and_then(|crd| {
+            xcrd::render_claim(xrd)
+                .map(|claim| (crd, claim))
+                .map_err(|e| format!("cannot render composite resource claim CustomResourceDefinition: {e}"))
+        });
+    match rendered {
+        Ok(crds) => Ok(crds),
+        Err(msg) => {
+            ctx.set_status(xrd, vec![Condition::reconcile_error(&msg)], None)
+                .await?;
+            Err(Error::Message(msg))
+        }
+    }
+}
+
+/// Adds the XRD's finalizer unless it has it.
+async fn ensure_finalizer(xrd: &CompositeResourceDefinition, ctx: &Ctx) -> Result<(), Error> {
+    if xrd.finalizers().iter().any(|f| f == FINALIZER_DEFINED) {
+        return Ok(());
+    }
+    let mut f = xrd.finalizers().to_vec();
+    f.push(FINALIZER_DEFINED.to_owned());
+    let patch = json!({"metadata": {"finalizers": f, "resourceVersion": xrd.resource_version()}});
+    Api::<CompositeResourceDefinition>::all(ctx.client.clone())
+        .patch(&xrd.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(())
+}
+
+/// Starts the child `composite/<xrd>` (or, when the XRD's generation changed or it ended, restarts
+/// it); returns when to try again while RBAC does not yet allow watching the XRs.
+async fn start_composite_controller(
+    xrd: &CompositeResourceDefinition,
+    ctx: &Ctx,
+    resource: &ApiResource,
+) -> Result<Option<Action>, Error> {
+    let name = xrd.name_any();
+    let generation = xrd.meta().generation;
+    let restart = ctx
+        .lock()
+        .get(&name)
+        .map(|c| c.generation != generation || c.handle.is_finished());
+    match restart {
+        Some(false) => {}
+        Some(true) | None => {
+            if !may_watch(&ctx.client, resource).await? {
+                tracing::info!(xrd = %name, "waiting for RBAC to allow watching the composite resources");
+                return Ok(Some(Action::requeue(ctx.rbac_wait.fail(&name))));
+            }
+            if restart == Some(true) {
+                ctx.stop_child(&name).await;
+            }
+            let def = CompositeController {
+                resource: resource.clone(),
+                xrd: xrd.spec.clone(),
+                poll: ctx.options.poll,
+                functions: ctx.options.functions.clone(),
+                circuit: ctx.options.circuit,
+                name: format!("composite/{name}"),
+                metrics: ctx.options.metrics.clone(),
+            };
+            let handle = ctx
+                .term
+                .spawn_child(format!("composite/{name}"), move |child| {
+                    composite::run(child, def)
+                })
+                .map_err(|e| Error::Message(e.to_string()))?;
+            tracing::info!(xrd = %name, kind = %resource.kind, "started composite controller");
+            ctx.lock().insert(name.clone(), Child { generation, handle });
+        }
+    }
+    Ok(None)
 }
 
 /// Starts (or, when the XRD's generation changed, restarts) the child `claim/<xrd>`.

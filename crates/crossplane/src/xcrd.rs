@@ -217,6 +217,44 @@ fn render_version(v: &CompositeResourceVersion, shape: Shape<'_>) -> Result<Valu
     spec.insert("type".into(), json!("object"));
     let spec_props =
         object_entry(&mut spec, "properties").ok_or_else(|| bad("spec.properties must be an object"))?;
+    add_crossplane_spec(spec_props, shape);
+    let legacy = !matches!(shape, Shape::Modern);
+    props.insert("spec".into(), Value::Object(spec));
+
+    let status = status_schema(props, legacy).map_err(bad)?;
+    props.insert("status".into(), Value::Object(status));
+    props.insert("apiVersion".into(), json!({"type": "string"}));
+    props.insert("kind".into(), json!({"type": "string"}));
+    props.insert(
+        "metadata".into(),
+        json!({"type": "object", "properties": {"name": {"type": "string", "maxLength": 63}}}),
+    );
+
+    let columns = columns(v, shape, legacy);
+    let mut out = json!({
+        "name": v.name,
+        "served": v.served,
+        "storage": v.referenceable,
+        "schema": {"openAPIV3Schema": Value::Object(root)},
+        "subresources": {"status": {}},
+        "additionalPrinterColumns": columns,
+    });
+    if let Some(d) = v.deprecated {
+        out["deprecated"] = json!(d);
+    }
+    if let Some(w) = &v.deprecation_warning {
+        out["deprecationWarning"] = json!(w);
+    }
+    // The XR (not its claim) serves the scale subresource the XRD asks for, as upstream's.
+    let scale = v.subresources.as_ref().and_then(|s| s.scale.as_ref());
+    if let (Some(scale), Shape::Modern | Shape::Legacy) = (scale, shape) {
+        out["subresources"]["scale"] = json!(scale);
+    }
+    Ok(out)
+}
+
+/// The fields Crossplane adds to an XR's or claim's spec, in the place `shape` keeps them.
+fn add_crossplane_spec(spec_props: &mut Map<String, Value>, shape: Shape<'_>) {
     match shape {
         Shape::Legacy => {
             for (k, s) in crossplane_spec_props() {
@@ -259,14 +297,15 @@ fn render_version(v: &CompositeResourceVersion, shape: Shape<'_>) -> Result<Valu
             );
         }
     }
-    let legacy = !matches!(shape, Shape::Modern);
-    props.insert("spec".into(), Value::Object(spec));
+}
 
-    let mut status =
-        take_object(props, "status").ok_or_else(|| bad("properties.status must be an object"))?;
+/// `properties.status` with the conditions (and, for legacy XRs and claims, the connection details and
+/// claim condition types) added; what is wrong when the user's status is not an object.
+fn status_schema(props: &mut Map<String, Value>, legacy: bool) -> Result<Map<String, Value>, &'static str> {
+    let mut status = take_object(props, "status").ok_or("properties.status must be an object")?;
     status.insert("type".into(), json!("object"));
     let status_props =
-        object_entry(&mut status, "properties").ok_or_else(|| bad("status.properties must be an object"))?;
+        object_entry(&mut status, "properties").ok_or("status.properties must be an object")?;
     status_props.insert("conditions".into(), conditions_schema());
     if legacy {
         status_props.insert(
@@ -278,15 +317,12 @@ fn render_version(v: &CompositeResourceVersion, shape: Shape<'_>) -> Result<Valu
             json!({"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"}),
         );
     }
-    props.insert("status".into(), Value::Object(status));
-    props.insert("apiVersion".into(), json!({"type": "string"}));
-    props.insert("kind".into(), json!({"type": "string"}));
-    props.insert(
-        "metadata".into(),
-        json!({"type": "object", "properties": {"name": {"type": "string", "maxLength": 63}}}),
-    );
+    Ok(status)
+}
 
-    let columns = match shape {
+/// The printer columns: upstream's for an XR (before the version's own) or a claim (after them).
+fn columns(v: &CompositeResourceVersion, shape: Shape<'_>, legacy: bool) -> Vec<Value> {
+    match shape {
         Shape::Claim(_) => {
             let mut c: Vec<Value> = v.additional_printer_columns.iter().map(|c| json!(c)).collect();
             c.extend(claim_printer_columns());
@@ -297,27 +333,7 @@ fn render_version(v: &CompositeResourceVersion, shape: Shape<'_>) -> Result<Valu
             c.extend(v.additional_printer_columns.iter().map(|c| json!(c)));
             c
         }
-    };
-    let mut out = json!({
-        "name": v.name,
-        "served": v.served,
-        "storage": v.referenceable,
-        "schema": {"openAPIV3Schema": Value::Object(root)},
-        "subresources": {"status": {}},
-        "additionalPrinterColumns": columns,
-    });
-    if let Some(d) = v.deprecated {
-        out["deprecated"] = json!(d);
     }
-    if let Some(w) = &v.deprecation_warning {
-        out["deprecationWarning"] = json!(w);
-    }
-    // The XR (not its claim) serves the scale subresource the XRD asks for, as upstream's.
-    let scale = v.subresources.as_ref().and_then(|s| s.scale.as_ref());
-    if let (Some(scale), Shape::Modern | Shape::Legacy) = (scale, shape) {
-        out["subresources"]["scale"] = json!(scale);
-    }
-    Ok(out)
 }
 
 /// `map[key]` as an object, inserting an empty one; `None` when it is something else.

@@ -428,6 +428,85 @@ fn condition(c: &v1::Condition) -> Condition {
     out
 }
 
+/// The built-in patch-and-transform step: the desired state and context it leaves; its warnings
+/// become events.
+fn run_builtin(
+    s: &PipelineStep,
+    observed: &Observed,
+    desired: &v1::State,
+    context: &Map<String, Value>,
+    out: &mut Outcome,
+) -> Result<(v1::State, Map<String, Value>), PipelineError> {
+    let step = builtin::run(
+        s.input.as_ref(),
+        &observed.composite,
+        &observed.resources,
+        desired,
+        context,
+    )
+    .map_err(|source| PipelineError::Builtin {
+        step: s.step.clone(),
+        source,
+    })?;
+    out.events.extend(step.warnings.into_iter().map(|w| Event {
+        warning: true,
+        reason: "ComposeResources".into(),
+        message: format!("{}: {w}", s.step),
+    }));
+    Ok((step.desired, step.context))
+}
+
+/// Takes a function's results (events; a fatal one ends the pipeline), conditions (never the system's
+/// own) and response TTL into `out`.
+fn absorb(s: &PipelineStep, rsp: &v1::RunFunctionResponse, out: &mut Outcome) -> Result<(), PipelineError> {
+    for r in &rsp.results {
+        let message = format!("{}: {}", s.step, r.message);
+        let reason = r.reason.clone().unwrap_or_else(|| "ComposeResources".into());
+        match r.severity() {
+            v1::Severity::Fatal => {
+                return Err(PipelineError::Fatal {
+                    step: s.step.clone(),
+                    function: s.function_ref.name.clone(),
+                    message: r.message.clone(),
+                    events: std::mem::take(&mut out.events),
+                });
+            }
+            v1::Severity::Normal => out.events.push(Event {
+                warning: false,
+                reason,
+                message,
+            }),
+            v1::Severity::Warning | v1::Severity::Unspecified => out.events.push(Event {
+                warning: true,
+                reason,
+                message,
+            }),
+        }
+    }
+    for c in &rsp.conditions {
+        if SYSTEM_CONDITIONS.contains(&c.r#type.as_str()) {
+            out.events.push(Event {
+                warning: true,
+                reason: "ComposeResources".into(),
+                message: format!("{}: refusing to set system condition {:?}", s.step, c.r#type),
+            });
+            continue;
+        }
+        out.conditions.retain(|o| o.type_ != c.r#type);
+        out.conditions.push(condition(c));
+    }
+    if let Some(ttl) = rsp.meta.as_ref().and_then(|m| m.ttl) {
+        let d = Duration::new(
+            u64::try_from(ttl.seconds).unwrap_or(0),
+            u32::try_from(ttl.nanos).unwrap_or(0),
+        );
+        if !d.is_zero() {
+            out.ttl = Some(out.ttl.map_or(d, |t| t.min(d)));
+        }
+    }
+    Ok(())
+}
+
 /// Runs `steps` over `observed`.
 pub async fn run<I: Io>(
     io: &I,
@@ -442,24 +521,7 @@ pub async fn run<I: Io>(
     for s in steps {
         let function = &s.function_ref.name;
         if function == PATCH_AND_TRANSFORM {
-            let step = builtin::run(
-                s.input.as_ref(),
-                &observed.composite,
-                &observed.resources,
-                &desired,
-                &context,
-            )
-            .map_err(|source| PipelineError::Builtin {
-                step: s.step.clone(),
-                source,
-            })?;
-            desired = step.desired;
-            context = step.context;
-            out.events.extend(step.warnings.into_iter().map(|w| Event {
-                warning: true,
-                reason: "ComposeResources".into(),
-                message: format!("{}: {w}", s.step),
-            }));
+            (desired, context) = run_builtin(s, observed, &desired, &context, &mut out)?;
             continue;
         }
         let input = match &s.input {
@@ -483,51 +545,7 @@ pub async fn run<I: Io>(
         };
         let rsp = call_step(io, s, req, &mut out.calls).await?;
         out.required.extend(requirements(&rsp).into_values());
-        for r in &rsp.results {
-            let message = format!("{}: {}", s.step, r.message);
-            let reason = r.reason.clone().unwrap_or_else(|| "ComposeResources".into());
-            match r.severity() {
-                v1::Severity::Fatal => {
-                    return Err(PipelineError::Fatal {
-                        step: s.step.clone(),
-                        function: function.clone(),
-                        message: r.message.clone(),
-                        events: std::mem::take(&mut out.events),
-                    });
-                }
-                v1::Severity::Normal => out.events.push(Event {
-                    warning: false,
-                    reason,
-                    message,
-                }),
-                v1::Severity::Warning | v1::Severity::Unspecified => out.events.push(Event {
-                    warning: true,
-                    reason,
-                    message,
-                }),
-            }
-        }
-        for c in &rsp.conditions {
-            if SYSTEM_CONDITIONS.contains(&c.r#type.as_str()) {
-                out.events.push(Event {
-                    warning: true,
-                    reason: "ComposeResources".into(),
-                    message: format!("{}: refusing to set system condition {:?}", s.step, c.r#type),
-                });
-                continue;
-            }
-            out.conditions.retain(|o| o.type_ != c.r#type);
-            out.conditions.push(condition(c));
-        }
-        if let Some(ttl) = rsp.meta.as_ref().and_then(|m| m.ttl) {
-            let d = Duration::new(
-                u64::try_from(ttl.seconds).unwrap_or(0),
-                u32::try_from(ttl.nanos).unwrap_or(0),
-            );
-            if !d.is_zero() {
-                out.ttl = Some(out.ttl.map_or(d, |t| t.min(d)));
-            }
-        }
+        absorb(s, &rsp, &mut out)?;
         desired = rsp.desired.unwrap_or_default();
         context = rsp.context.as_ref().map(structs::from_struct).unwrap_or_default();
     }
