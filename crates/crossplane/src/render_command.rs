@@ -112,16 +112,8 @@ impl Io for FileIo {
     }
 }
 
-async fn render(args: &RenderArgs) -> Result<String, RenderError> {
-    let xr = read_one(&args.composite_resource, "composite resource")?;
-    if !xr.is_object() || xr["apiVersion"].as_str().is_none() || xr["kind"].as_str().is_none() {
-        return Err(RenderError::Input(format!(
-            "{}: the composite resource needs apiVersion and kind",
-            args.composite_resource.display()
-        )));
-    }
-    let comp: Composition = serde_json::from_value(read_one(&args.composition, "Composition")?)
-        .map_err(|e| RenderError::Input(format!("{}: not a Composition: {e}", args.composition.display())))?;
+/// The address of each Function in `--functions`, which must all be development runtimes.
+fn function_endpoints(args: &RenderArgs) -> Result<BTreeMap<String, String>, RenderError> {
     let mut endpoints = BTreeMap::new();
     for f in read_docs(&args.functions)? {
         let name = f["metadata"]["name"].as_str().unwrap_or_default().to_owned();
@@ -139,23 +131,12 @@ async fn render(args: &RenderArgs) -> Result<String, RenderError> {
             .to_owned();
         endpoints.insert(name, target);
     }
-    let extra = match &args.extra_resources {
-        Some(p) => read_docs(p)?,
-        None => vec![],
-    };
-    let io = FileIo {
-        endpoints,
-        extra,
-        timeout: args.timeout,
-    };
-    let observed = Observed {
-        composite: xr.clone(),
-        ..Observed::default()
-    };
-    let run = pipeline::run(&io, &comp.spec.pipeline, &observed, "render")
-        .await
-        .map_err(|e| RenderError::Pipeline(e.to_string()))?;
+    Ok(endpoints)
+}
 
+/// The XR (its name, namespace, and the status and conditions the functions gave it), then each
+/// composed resource, decorated as the core would.
+fn documents(xr: &Value, run: &pipeline::Outcome) -> Vec<Value> {
     let name = xr["metadata"]["name"].as_str().unwrap_or_default().to_owned();
     let owner = Owner {
         api_version: xr["apiVersion"].as_str().unwrap_or_default().to_owned(),
@@ -201,6 +182,38 @@ async fn render(args: &RenderArgs) -> Result<String, RenderError> {
         }
         docs.push(res);
     }
+    docs
+}
+
+async fn render(args: &RenderArgs) -> Result<String, RenderError> {
+    let xr = read_one(&args.composite_resource, "composite resource")?;
+    if !xr.is_object() || xr["apiVersion"].as_str().is_none() || xr["kind"].as_str().is_none() {
+        return Err(RenderError::Input(format!(
+            "{}: the composite resource needs apiVersion and kind",
+            args.composite_resource.display()
+        )));
+    }
+    let comp: Composition = serde_json::from_value(read_one(&args.composition, "Composition")?)
+        .map_err(|e| RenderError::Input(format!("{}: not a Composition: {e}", args.composition.display())))?;
+    let endpoints = function_endpoints(args)?;
+    let extra = match &args.extra_resources {
+        Some(p) => read_docs(p)?,
+        None => vec![],
+    };
+    let io = FileIo {
+        endpoints,
+        extra,
+        timeout: args.timeout,
+    };
+    let observed = Observed {
+        composite: xr.clone(),
+        ..Observed::default()
+    };
+    let run = pipeline::run(&io, &comp.spec.pipeline, &observed, "render")
+        .await
+        .map_err(|e| RenderError::Pipeline(e.to_string()))?;
+
+    let docs = documents(&xr, &run);
     let mut text = String::new();
     for d in docs {
         text.push_str("---\n");
