@@ -11,6 +11,9 @@ mod support;
 #[path = "packages/mrd.rs"]
 mod mrd;
 
+#[path = "packages/image_config.rs"]
+mod image_config;
+
 use std::time::Duration;
 
 use anyhow::Context;

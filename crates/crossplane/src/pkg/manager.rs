@@ -12,6 +12,10 @@
 //! 4. Garbage collection: with `revisionHistoryLimit` ≠ 0, the lowest-numbered inactive revision goes
 //!    while there are more than limit + 1 (one per reconcile), once none of its runtime's Pods is left.
 //! 5. `Installed` follows the current revision's desired state, `Healthy` its health.
+//! 6. As upstream, `status.resolvedPackage` is the image the package was fetched from (after an
+//!    ImageConfig's prefix rewrite) and `status.appliedImageConfigRefs` says which ImageConfigs
+//!    applied (`RewriteImage`, `SetImagePullSecret`); the revision's `spec.image` stays the package's
+//!    own source, and the revision applies the ImageConfigs again when it fetches.
 //!
 //! The package's own labels are copied onto its revisions (upstream copies none), so a label selector
 //! given to `core start` selects a package's revisions too.
@@ -32,6 +36,7 @@ use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use super::image_config;
 use super::kind::Kind;
 use super::object::{self, owner_ref, str_at};
 use super::{Ctx, health};
@@ -64,8 +69,8 @@ pub async fn reconcile(kind: Kind, pkg: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Re
     }
     let revs: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &kind.revision());
     let reference = str_at(&pkg, "/spec/package").unwrap_or_default().to_string();
-    let fetched = match ctx.source.fetch(&ctx.client, &pkg, &reference).await {
-        Ok(f) => f,
+    let resolved = match ctx.source.fetch(&ctx.client, &pkg, &reference).await {
+        Ok(r) => r,
         Err(e) => {
             let c = Condition::new(TYPE_INSTALLED, ConditionStatus::False, REASON_UNPACKING)
                 .with_message(format!("cannot unpack the package {reference}: {e}"));
@@ -73,6 +78,7 @@ pub async fn reconcile(kind: Kind, pkg: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Re
             return Ok(Action::requeue(Duration::from_secs(30)));
         }
     };
+    let fetched = &resolved.fetched;
     let generation = pkg.metadata.generation.unwrap_or(0);
     let rev_name = revision_name(&name, &fetched.digest, generation);
     let lp = ListParams::default().labels(&format!("{LABEL_PACKAGE}={name}"));
@@ -110,7 +116,7 @@ pub async fn reconcile(kind: Kind, pkg: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Re
             }
         }
         None => {
-            let rev = new_revision(kind, &pkg, &rev_name, &fetched, highest + 1, automatic)?;
+            let rev = new_revision(kind, &pkg, &rev_name, fetched, highest + 1, automatic)?;
             match revs.create(&PostParams::default(), &rev).await {
                 Ok(r) => {
                     tracing::info!(package = %name, revision = %rev_name, number = highest + 1, "created {}", kind.revision().kind);
@@ -166,10 +172,13 @@ pub async fn reconcile(kind: Kind, pkg: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Re
         }
         None => Condition::new(TYPE_HEALTHY, ConditionStatus::Unknown, REASON_UNKNOWN_HEALTH),
     };
+    // As upstream: the identifier is the package's own source, the resolved package the image it was
+    // fetched from, after ImageConfig rewrites.
     let fields = json!({
         "currentRevision": rev_name,
         "currentIdentifier": reference,
-        "resolvedPackage": reference,
+        "resolvedPackage": resolved.image,
+        "appliedImageConfigRefs": image_config::status_refs(&resolved.applied),
     });
     object::patch_status(&pkgs, &pkg, vec![installed, healthy], fields).await?;
     let pull_always = str_at(&pkg, "/spec/packagePullPolicy") == Some("Always");

@@ -6,7 +6,8 @@
 //! with a dry run first and controller references), [`resolver`] (dependencies through the Lock),
 //! [`constraint`] (semver constraints as packages write them), [`convert`] (a Provider's CRDs as
 //! ManagedResourceDefinitions), [`fetch`] (the registry fetch with pull
-//! secrets), [`object`] (dynamic-object helpers) and [`runtime`] (each active Provider and Function
+//! secrets and ImageConfigs), [`image_config`] (which ImageConfig applies to an image: the longest
+//! prefix), [`pull_secret`] (reading pull secrets), [`object`] (dynamic-object helpers) and [`runtime`] (each active Provider and Function
 //! revision as a Deployment, HA by default, and the upgrade's handover). Every controller runs under
 //! the core's Lease, started by [`run`] as one gated runnable. [`webhooks`] points a package's
 //! webhooks (conversion, mutating, validating) at its runtime's Service with the core's CA.
@@ -15,9 +16,11 @@ pub mod constraint;
 pub mod convert;
 pub mod establish;
 pub mod fetch;
+pub mod image_config;
 pub mod kind;
 pub mod manager;
 pub mod object;
+pub mod pull_secret;
 pub mod resolver;
 pub mod revision;
 pub mod runtime;
@@ -136,6 +139,7 @@ pub async fn run(ctx: TermContext, options: Options) -> Result<(), BoxError> {
             kind.revision(),
             wc.clone(),
         );
+        let controller = watch_image_configs(controller, &client, kind.package(), PACKAGE_IMAGES);
         let name = format!("packages/{}.pkg.crossplane.io", kind.name().to_lowercase());
         let token = ctx.token().clone();
         let metrics = options.metrics.clone();
@@ -148,6 +152,7 @@ pub async fn run(ctx: TermContext, options: Options) -> Result<(), BoxError> {
                 .await;
         }));
         let controller = Controller::new_with(revs, wc.clone(), kind.revision());
+        let controller = watch_image_configs(controller, &client, kind.revision(), REVISION_IMAGES);
         let name = format!(
             "packagerevisions/{}.pkg.crossplane.io",
             kind.name().to_lowercase()
@@ -236,6 +241,36 @@ pub async fn run(ctx: TermContext, options: Options) -> Result<(), BoxError> {
         let _ = t.await;
     }
     Ok(())
+}
+
+/// Where a package names its image: its source and its resolved source.
+const PACKAGE_IMAGES: [&str; 2] = ["/spec/package", "/status/resolvedPackage"];
+/// Where a revision names its image: its source and its resolved image.
+const REVISION_IMAGES: [&str; 2] = ["/spec/image", "/status/resolvedImage"];
+
+/// `controller` also reconciles, on a change to an ImageConfig with a pull secret or a rewrite, the
+/// objects whose image (at `images`) it matches (upstream's `EnqueuePackagesForImageConfig`).
+fn watch_image_configs(
+    controller: Controller<DynamicObject>,
+    client: &kube::Client,
+    ar: kube::api::ApiResource,
+    images: [&'static str; 2],
+) -> Controller<DynamicObject> {
+    let store = controller.store();
+    controller.watches(
+        Api::<apis::pkg::ImageConfig>::all(client.clone()),
+        watcher::Config::default(),
+        move |ic| {
+            store
+                .state()
+                .into_iter()
+                .filter(|o| {
+                    image_config::affects(&ic.spec, images.iter().filter_map(|p| object::str_at(o, p)))
+                })
+                .map(|o| kube::runtime::reflector::ObjectRef::from_obj_with(o.as_ref(), ar.clone()))
+                .collect::<Vec<_>>()
+        },
+    )
 }
 
 /// The API access the package manager needs.

@@ -36,7 +36,8 @@ pub fn message(obj: &DynamicObject, type_: &str) -> Option<String> {
 }
 
 /// Merge-patches the status of `obj`: `fields` (beside conditions) and the conditions `new` set on
-/// top of the current ones. Writes nothing when nothing changed.
+/// top of the current ones. Writes nothing when nothing changed (a null field, which removes it, is
+/// unchanged when absent).
 pub async fn patch_status(
     api: &Api<DynamicObject>,
     obj: &DynamicObject,
@@ -48,7 +49,7 @@ pub async fn patch_status(
     let current = obj.data.get("status").cloned().unwrap_or(json!({}));
     let fields_changed = fields
         .as_object()
-        .is_some_and(|m| m.iter().any(|(k, v)| current.get(k) != Some(v)));
+        .is_some_and(|m| m.iter().any(|(k, v)| current.get(k).unwrap_or(&Value::Null) != v));
     if !changed && !fields_changed {
         return Ok(());
     }

@@ -327,7 +327,7 @@ async fn install(
     let tag = if dep.constraints.starts_with("sha256:") {
         format!("@{}", dep.constraints)
     } else {
-        let tags = source.client().tags(&reference, None).await.map_err(|e| {
+        let tags = source.tags(client, &reference.to_string()).await.map_err(|e| {
             Ok(format!(
                 "cannot list the versions of dependency {}: {e}",
                 dep.package

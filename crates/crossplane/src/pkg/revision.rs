@@ -5,7 +5,9 @@
 //!    garbage-collect what it installed only when its package goes too).
 //! 2. Inactive: leave the Lock and release what it controls (the controller reference becomes a
 //!    plain owner reference). Nothing is deleted.
-//! 3. Active: fetch the package (from the cache by digest), require one meta object of the revision's
+//! 3. Active: fetch the package (from the cache by digest) through the ImageConfigs, recording
+//!    `status.resolvedImage` (the image after a prefix rewrite, which the runtime runs) and
+//!    `status.appliedImageConfigRefs` as upstream does, require one meta object of the revision's
 //!    kind, copy its capabilities into the status, check `crossplane.version` against
 //!    [`CROSSPLANE_VERSION`](super::CROSSPLANE_VERSION) unless `ignoreCrossplaneConstraints`, record
 //!    itself in the Lock and resolve `dependsOn` ([`super::resolver`]) unless
@@ -33,6 +35,7 @@ use serde_json::{Value, json};
 use super::constraint::Constraint;
 use super::convert;
 use super::establish::{self, Install};
+use super::image_config;
 use super::kind::Kind;
 use super::object::{self, owner_ref, str_at};
 use super::{CROSSPLANE_VERSION, Ctx, resolver, webhooks};
@@ -84,24 +87,40 @@ pub async fn reconcile(kind: Kind, rev: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Re
         }
         return Ok(Action::await_change());
     }
-    let outcome = install(kind, &rev, &ctx).await?;
-    let (condition, fields, action) = match outcome {
-        Outcome::Healthy(refs, deps) => (
-            Condition::new(TYPE_REVISION_HEALTHY, ConditionStatus::True, REASON_HEALTHY),
+    let image = str_at(&rev, "/spec/image").unwrap_or_default().to_string();
+    let (outcome, mut fields) = match ctx.source.fetch(&ctx.client, &rev, &image).await {
+        Ok(resolved) => (
+            install(kind, &rev, &ctx, &image, &resolved.fetched).await?,
+            // As upstream, the image after ImageConfig rewrites, which the runtime runs.
             json!({
-                "objectRefs": refs,
-                "foundDependencies": deps.found,
-                "installedDependencies": deps.installed,
-                "invalidDependencies": deps.invalid,
+                "resolvedImage": resolved.image,
+                "appliedImageConfigRefs": image_config::status_refs(&resolved.applied),
             }),
-            Action::await_change(),
         ),
+        Err(e) => (
+            Outcome::Unhealthy(
+                format!("cannot unpack the package {image}: {e}"),
+                Some(Duration::from_secs(30)),
+            ),
+            json!({}),
+        ),
+    };
+    let (condition, action) = match outcome {
+        Outcome::Healthy(refs, deps) => {
+            fields["objectRefs"] = json!(refs);
+            fields["foundDependencies"] = json!(deps.found);
+            fields["installedDependencies"] = json!(deps.installed);
+            fields["invalidDependencies"] = json!(deps.invalid);
+            (
+                Condition::new(TYPE_REVISION_HEALTHY, ConditionStatus::True, REASON_HEALTHY),
+                Action::await_change(),
+            )
+        }
         Outcome::Unhealthy(why, again) => {
             tracing::info!(revision = %name, reason = %why, "revision not healthy");
             (
                 Condition::new(TYPE_REVISION_HEALTHY, ConditionStatus::False, REASON_UNHEALTHY)
                     .with_message(why),
-                json!({}),
                 Action::requeue(again.unwrap_or(Duration::from_secs(60))),
             )
         }
@@ -110,17 +129,14 @@ pub async fn reconcile(kind: Kind, rev: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Re
     Ok(action)
 }
 
-async fn install(kind: Kind, rev: &DynamicObject, ctx: &Ctx) -> Result<Outcome, Error> {
-    let image = str_at(rev, "/spec/image").unwrap_or_default().to_string();
-    let fetched = match ctx.source.fetch(&ctx.client, rev, &image).await {
-        Ok(f) => f,
-        Err(e) => {
-            return Ok(Outcome::Unhealthy(
-                format!("cannot unpack the package {image}: {e}"),
-                Some(Duration::from_secs(30)),
-            ));
-        }
-    };
+/// Checks and installs package `fetched` of revision `rev`, whose `spec.image` is `image`.
+async fn install(
+    kind: Kind,
+    rev: &DynamicObject,
+    ctx: &Ctx,
+    image: &str,
+    fetched: &xpkg::Fetched,
+) -> Result<Outcome, Error> {
     let package = &fetched.package;
     if package.kind != kind.meta() {
         return Ok(Outcome::Unhealthy(
@@ -173,7 +189,12 @@ async fn install(kind: Kind, rev: &DynamicObject, ctx: &Ctx) -> Result<Outcome, 
         .pointer("/spec/skipDependencyResolution")
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    let me = resolver::entry(kind, &rev.name_any(), &fetched.reference, &meta);
+    // The Lock records the package's own source, not where an ImageConfig rewrote it to (upstream's).
+    let source = match xpkg::Reference::parse(image) {
+        Ok(r) => r,
+        Err(e) => return Ok(Outcome::Unhealthy(e.to_string(), None)),
+    };
+    let me = resolver::entry(kind, &rev.name_any(), &source, &meta);
     let packages = resolver::lock(&ctx.client, me.clone()).await?;
     let deps = if skip {
         resolver::Resolved::default()

@@ -154,7 +154,7 @@ pub fn deployment(plan: &Plan) -> Deployment {
             .collect()
     });
     let secrets = pod.image_pull_secrets.get_or_insert_with(Vec::new);
-    for s in &plan.pull_secrets {
+    for s in plan.pull_secrets.iter().chain(&plan.image_config_pull_secret) {
         if !secrets.iter().any(|x| &x.name == s) {
             secrets.push(LocalObjectReference { name: s.clone() });
         }
@@ -542,6 +542,23 @@ mod tests {
         assert_eq!(
             v["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"],
             "Always"
+        );
+    }
+
+    #[test]
+    fn an_image_configs_pull_secret_follows_the_packages_own() {
+        let mut p = plan(Kind::Provider);
+        p.image_config_pull_secret = Some("mirror-creds".into());
+        let v = serde_json::to_value(deployment(&p)).expect("json");
+        assert_eq!(
+            v["spec"]["template"]["spec"]["imagePullSecrets"],
+            json!([{"name": "creds"}, {"name": "mirror-creds"}])
+        );
+        let sa = serde_json::to_value(super::super::identity::service_account(&p)).expect("json");
+        assert_eq!(
+            sa["imagePullSecrets"],
+            json!([{"name": "creds"}]),
+            "as upstream: the Pods only"
         );
     }
 

@@ -80,10 +80,19 @@ pub async fn reconcile(kind: Kind, rev: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Re
             return Ok(Action::requeue(Duration::from_secs(30)));
         }
     };
-    let plan = Plan::of(kind, &rev, &ctx.namespace, config)?;
+    let mut plan = Plan::of(kind, &rev, &ctx.namespace, config)?;
     if str_at(&rev, "/spec/desiredState") != Some(STATE_ACTIVE) {
         return hand_over(&ctx, &plan).await;
     }
+    plan.image_config_pull_secret = match image_config_pull_secret(&ctx.client, &rev).await {
+        Ok(s) => s,
+        Err(why) => {
+            let c = Condition::new(TYPE_RUNTIME_HEALTHY, ConditionStatus::False, REASON_UNHEALTHY)
+                .with_message(why);
+            object::patch_status(&revs, &rev, vec![c], json!({})).await?;
+            return Ok(Action::requeue(Duration::from_secs(30)));
+        }
+    };
     match run(&ctx, &rev, &plan).await {
         Ok((conditions, fields)) => {
             let available = conditions
@@ -129,6 +138,38 @@ pub(crate) async fn runtime_config(
         )),
         Err(e) => Err(format!(
             "cannot read DeploymentRuntimeConfig {name}: {}",
+            crate::error::explain(&e)
+        )),
+    }
+}
+
+/// The pull secret of the ImageConfig the revision applied for its pull secret
+/// (`status.appliedImageConfigRefs`, reason `SetImagePullSecret`), read again from the ImageConfig as
+/// upstream does. An ImageConfig that is gone since is an error in words.
+async fn image_config_pull_secret(
+    client: &kube::Client,
+    rev: &DynamicObject,
+) -> Result<Option<String>, String> {
+    let applied = rev
+        .data
+        .pointer("/status/appliedImageConfigRefs")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|r| r["reason"] == super::image_config::REASON_PULL_SECRET)
+        .and_then(|r| r["name"].as_str());
+    let Some(name) = applied else {
+        return Ok(None);
+    };
+    let api: Api<apis::pkg::ImageConfig> = Api::all(client.clone());
+    match api.get_opt(name).await {
+        Ok(Some(ic)) => Ok(super::image_config::pull_secret_name(&ic.spec).map(str::to_string)),
+        Ok(None) => Err(format!(
+            "ImageConfig {name}, whose pull secret the revision was fetched with, no longer exists; \
+             the revision fetches again without it"
+        )),
+        Err(e) => Err(format!(
+            "cannot read ImageConfig {name}: {}",
             crate::error::explain(&e)
         )),
     }

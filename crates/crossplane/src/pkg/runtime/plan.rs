@@ -34,12 +34,16 @@ pub struct Plan {
     pub revision: String,
     /// The revision's UID.
     pub revision_uid: String,
-    /// The image the runtime runs (the package image is the controller image).
+    /// The image the runtime runs (the package image is the controller image): the revision's
+    /// `status.resolvedImage` (after ImageConfig rewrites), else its `spec.image`.
     pub image: String,
     /// `spec.packagePullPolicy`, when set: it overrides the runtime config's pull policy.
     pub pull_policy: Option<String>,
     /// `spec.packagePullSecrets`, added to the Pods and the ServiceAccount.
     pub pull_secrets: Vec<String>,
+    /// The pull secret of the ImageConfig applied to the revision (`SetImagePullSecret`), added to the
+    /// Pods after `pull_secrets` (upstream's; not to the ServiceAccount). Set by the reconciler.
+    pub image_config_pull_secret: Option<String>,
     /// The TLS server Secret.
     pub tls_server: Option<String>,
     /// The TLS client Secret.
@@ -109,9 +113,14 @@ impl Plan {
             kind,
             namespace: namespace.to_string(),
             revision_uid: rev.uid().unwrap_or_default(),
-            image: str_at(rev, "/spec/image").unwrap_or_default().to_string(),
+            image: str_at(rev, "/status/resolvedImage")
+                .filter(|s| !s.is_empty())
+                .or_else(|| str_at(rev, "/spec/image"))
+                .unwrap_or_default()
+                .to_string(),
             pull_policy: str_at(rev, "/spec/packagePullPolicy").map(str::to_string),
             pull_secrets,
+            image_config_pull_secret: None,
             tls_server: tls("/spec/tlsServerSecretName"),
             tls_client: tls("/spec/tlsClientSecretName"),
             revision_owner: owner_ref(rev, &kind.revision().api_version, &kind.revision().kind, true)?,
@@ -243,6 +252,15 @@ pub(crate) mod tests {
             plan(Kind::Function).selector()["pkg.crossplane.io/function"],
             "pkg-x"
         );
+    }
+
+    #[test]
+    fn the_runtime_runs_the_resolved_image() {
+        assert_eq!(plan(Kind::Provider).image, "127.0.0.1:5000/org/pkg-x:v1");
+        let mut rev = revision(Kind::Provider);
+        rev.data["status"] = json!({"resolvedImage": "127.0.0.1:5000/mirror/pkg-x:v1"});
+        let p = Plan::of(Kind::Provider, &rev, "crossplane-system", Default::default()).expect("a plan");
+        assert_eq!(p.image, "127.0.0.1:5000/mirror/pkg-x:v1");
     }
 
     #[test]
