@@ -35,12 +35,20 @@ mod tests {
     #[test]
     fn v1beta1_round_trips_through_the_wire() {
         let req = v1::RunFunctionRequest {
-            meta: Some(v1::RequestMeta { tag: "t".into() }),
+            meta: Some(v1::RequestMeta {
+                tag: "t".into(),
+                capabilities: vec![v1::Capability::Capabilities as i32],
+            }),
             input: Some(prost_types::Struct::default()),
             ..Default::default()
         };
         let beta = to_v1beta1(&req).expect("decodes");
-        assert_eq!(beta.meta.map(|m| m.tag).as_deref(), Some("t"));
+        let meta = beta.meta.expect("meta");
+        assert_eq!(meta.tag, "t");
+        assert_eq!(
+            meta.capabilities().collect::<Vec<_>>(),
+            [v1beta1::Capability::Capabilities]
+        );
         assert!(beta.input.is_some());
         let rsp = v1beta1::RunFunctionResponse {
             results: vec![v1beta1::Result {

@@ -44,7 +44,10 @@ async fn start(delay: Duration) -> String {
 
 fn req(tag: &str) -> RunFunctionRequest {
     RunFunctionRequest {
-        meta: Some(function::proto::v1::RequestMeta { tag: tag.into() }),
+        meta: Some(function::proto::v1::RequestMeta {
+            tag: tag.into(),
+            ..Default::default()
+        }),
         ..Default::default()
     }
 }

@@ -46,6 +46,12 @@ fn rust_and_the_python_sdk_decode_each_other() {
     let req = v1::RunFunctionRequest {
         meta: Some(v1::RequestMeta {
             tag: "rust-tag".into(),
+            // The installed SDK (0.9.0) predates capabilities (field 2): it must still decode the
+            // request, skipping the field as protobuf does with unknown ones.
+            capabilities: vec![
+                v1::Capability::Capabilities as i32,
+                v1::Capability::RequiredSchemas as i32,
+            ],
         }),
         observed: Some(v1::State {
             composite: Some(xr),

@@ -17,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -60,9 +61,14 @@ func (f *fn) RunFunction(_ context.Context, req *fnv1.RunFunctionRequest) (*fnv1
 		return rsp, nil
 	}
 
+	caps := make([]string, 0, len(req.GetMeta().GetCapabilities()))
+	for _, c := range req.GetMeta().GetCapabilities() {
+		caps = append(caps, c.String())
+	}
 	cm := &corev1.ConfigMap{Data: map[string]string{
-		"xr":       xr.Resource.GetName(),
-		"revision": f.revision,
+		"xr":           xr.Resource.GetName(),
+		"revision":     f.revision,
+		"capabilities": strings.Join(caps, ","),
 	}}
 	cm.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMap"))
 	cd, err := composed.From(cm)

@@ -10,6 +10,7 @@
 //! `Responsive` condition) and [`reconciler`] (the controller).
 
 pub mod builtin;
+pub mod capabilities;
 pub mod circuit;
 mod compose;
 pub mod connection;

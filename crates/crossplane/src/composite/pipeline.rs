@@ -533,7 +533,7 @@ pub async fn run<I: Io>(
         let boot = bootstrap(io, &s.step, s.requirements.as_ref()).await?;
         out.required.extend(boot.selectors);
         let req = v1::RunFunctionRequest {
-            meta: Some(v1::RequestMeta { tag: tag.to_owned() }),
+            meta: Some(super::capabilities::request_meta(tag.to_owned())),
             observed: Some(observed_state.clone()),
             desired: Some(desired.clone()),
             input,

@@ -111,7 +111,7 @@ pub async fn run<I: Io>(io: &I, steps: &[PipelineStep]) -> Result<Outcome, Pipel
         let boot = bootstrap(io, &s.step, s.requirements.as_ref()).await?;
         req.required_resources = boot.resources;
         req.required_schemas = boot.schemas;
-        req.meta = Some(v1::RequestMeta { tag: tag(&req) });
+        req.meta = Some(crate::composite::capabilities::request_meta(tag(&req)));
         let rsp = call_with_requirements(io, &s.step, function, req, &mut out.calls).await?;
         for r in &rsp.results {
             let event = |warning: bool, message: String| Event {

@@ -208,6 +208,18 @@ async fn compose_xr(client: &Client, timeout: Duration) -> anyhow::Result<(f64, 
         data.get("xr").map(String::as_str) == Some(XR_NAME),
         "the composed ConfigMap does not name the XR: {data:?}"
     );
+    // What the official Go SDK decoded of RequestMeta.capabilities, as upstream's v2.2 core sends them.
+    let capabilities = data.get("capabilities").map(String::as_str).unwrap_or_default();
+    ensure!(
+        [
+            "CAPABILITY_CAPABILITIES",
+            "CAPABILITY_REQUIRED_RESOURCES",
+            "CAPABILITY_REQUIRED_SCHEMAS"
+        ]
+        .iter()
+        .all(|c| capabilities.split(',').any(|got| got == *c)),
+        "the function did not get the core's capabilities in RequestMeta: {capabilities:?}"
+    );
     let name = cm.metadata.name.clone().unwrap_or_default();
     let revision = data.get("revision").cloned().unwrap_or_default();
     Ok((ready, (name, revision)))
