@@ -17,7 +17,7 @@ use crate::run::own_pod;
 use crate::run::readiness::Readiness;
 use crate::run::runnable::{self, AlwaysContext, AlwaysFn, GatedFn};
 use crate::run::supervisor::Supervisor;
-use crate::run::task_group::{BoxError, TaskGroup};
+use crate::run::task_group::{BoxError, Failure, TaskGroup};
 use crate::run::term::TermContext;
 
 type ElectorHook = Box<dyn FnOnce(ElectorBuilder) -> ElectorBuilder + Send>;
@@ -259,21 +259,7 @@ impl Manager {
         };
 
         let (failures_tx, failures_rx) = mpsc::unbounded_channel();
-        let always_group = TaskGroup::new(failures_tx.clone());
-        for (name, run) in always {
-            let ctx = AlwaysContext {
-                name: name.as_str().into(),
-                client: clients.main.clone(),
-                token: always_group.token().clone(),
-                ready: readiness.register(&name),
-            };
-            let _ = always_group.spawn(
-                name,
-                always_group.token().clone(),
-                CancellationToken::new(),
-                run(ctx),
-            );
-        }
+        let always_group = spawn_always(always, &clients.main, &readiness, failures_tx.clone());
         let rest_metrics = metrics.rest_client().clone();
         let admin_stop = CancellationToken::new();
         let admin_task = tokio::spawn(admin.serve(
@@ -310,16 +296,7 @@ impl Manager {
         // Left on the Pod's deletion: keep serving (webhooks, probes) until the kubelet's signal, so that
         // it finds no exited container to restart before it has seen the deletion itself.
         if let Some(task) = own_pod {
-            let left = if task.is_finished() {
-                matches!(task.await, Ok(own_pod::Outcome::LeftOnDeletion))
-            } else {
-                task.abort();
-                false
-            };
-            if left && handle_signals {
-                tracing::info!("leader work stopped and the lease released; waiting for SIGTERM to exit");
-                signalled.cancelled().await;
-            }
+            wait_for_kubelet(task, handle_signals, &signalled).await;
         }
 
         // Always-runnables stop after leader work (and the release), the admin server last.
@@ -336,6 +313,46 @@ impl Manager {
             }
         }
         outcome
+    }
+}
+
+/// Starts every always-runnable in a group of its own, each with its readiness registered.
+fn spawn_always(
+    always: Vec<(String, AlwaysFn)>,
+    client: &kube::Client,
+    readiness: &Readiness,
+    failures_tx: mpsc::UnboundedSender<Failure>,
+) -> TaskGroup {
+    let group = TaskGroup::new(failures_tx);
+    for (name, run) in always {
+        let ctx = AlwaysContext {
+            name: name.as_str().into(),
+            client: client.clone(),
+            token: group.token().clone(),
+            ready: readiness.register(&name),
+        };
+        let _ = group.spawn(name, group.token().clone(), CancellationToken::new(), run(ctx));
+    }
+    group
+}
+
+/// After leaving on its own Pod's deletion, a replica keeps serving (webhooks, probes) until the
+/// kubelet's signal, so that the kubelet finds no exited container to restart before it has seen the
+/// deletion itself.
+async fn wait_for_kubelet(
+    task: tokio::task::JoinHandle<own_pod::Outcome>,
+    handle_signals: bool,
+    signalled: &CancellationToken,
+) {
+    let left = if task.is_finished() {
+        matches!(task.await, Ok(own_pod::Outcome::LeftOnDeletion))
+    } else {
+        task.abort();
+        false
+    };
+    if left && handle_signals {
+        tracing::info!("leader work stopped and the lease released; waiting for SIGTERM to exit");
+        signalled.cancelled().await;
     }
 }
 

@@ -207,19 +207,8 @@ impl Supervisor {
     pub(crate) async fn run_elected(mut self, elector: Elector, health: Health) -> Result<(), Error> {
         let config = elector.config().clone();
         let mut leadership = elector.leadership();
-        let (release_tx, release_rx) = oneshot::channel::<()>();
-        let elector_health = health.clone();
-        let mut elector_task: Option<JoinHandle<Result<(), election::Error>>> =
-            Some(tokio::spawn(async move {
-                let result = elector
-                    .run(async move {
-                        let _ = release_rx.await;
-                    })
-                    .await;
-                elector_health.elector_stopped();
-                result
-            }));
-
+        let (release_tx, elector_task) = spawn_elector(elector, health.clone());
+        let mut elector_task = Some(elector_task);
         let mut active: Option<ActiveTerm> = None;
         let mut finished_term: Option<Instant> = None;
         let mut seen: Option<Seen> = None;
@@ -309,31 +298,43 @@ impl Supervisor {
                 outcome = outcome.and(Err(Error::StopIncomplete(report.aborted)));
             }
         }
-        if let Some(mut task) = elector_task {
-            if release {
-                let _ = release_tx.send(());
-                let bound = config.timings.renew_deadline + config.timings.request_timeout();
-                match tokio::time::timeout(bound, &mut task).await {
-                    Ok(Ok(Ok(()))) => tracing::info!(
-                        identity = %self.identity, lease = %self.lease_name(),
-                        release_on_cancel = config.release_on_cancel, "leader elector stopped"
-                    ),
-                    Ok(Ok(Err(e))) => tracing::warn!(error = %e, "leader elector ended with an error"),
-                    Ok(Err(e)) => tracing::warn!(error = %e, "leader elector task failed"),
-                    Err(_) => {
-                        tracing::warn!(bound_ms = millis(bound), "leader elector did not stop in time");
-                        task.abort();
-                    }
-                }
-            } else {
-                // Dropping the elector without resolving its shutdown never releases the Lease.
-                task.abort();
-                tracing::warn!(identity = %self.identity, lease = %self.lease_name(),
-                    "leader work did not stop; the lease is not released and will expire");
-            }
+        if let Some(task) = elector_task {
+            self.stop_elector(task, release_tx, release, &config).await;
             health.elector_stopped();
         }
         outcome
+    }
+
+    /// Lets the elector release the Lease (when `release`, leader work having stopped) and waits for it
+    /// within the renew deadline and a request's timeout; otherwise drops it, so that the Lease expires.
+    async fn stop_elector(
+        &self,
+        mut task: JoinHandle<Result<(), election::Error>>,
+        release_tx: oneshot::Sender<()>,
+        release: bool,
+        config: &election::ElectionConfig,
+    ) {
+        if !release {
+            // Dropping the elector without resolving its shutdown never releases the Lease.
+            task.abort();
+            tracing::warn!(identity = %self.identity, lease = %self.lease_name(),
+                "leader work did not stop; the lease is not released and will expire");
+            return;
+        }
+        let _ = release_tx.send(());
+        let bound = config.timings.renew_deadline + config.timings.request_timeout();
+        match tokio::time::timeout(bound, &mut task).await {
+            Ok(Ok(Ok(()))) => tracing::info!(
+                identity = %self.identity, lease = %self.lease_name(),
+                release_on_cancel = config.release_on_cancel, "leader elector stopped"
+            ),
+            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "leader elector ended with an error"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "leader elector task failed"),
+            Err(_) => {
+                tracing::warn!(bound_ms = millis(bound), "leader elector did not stop in time");
+                task.abort();
+            }
+        }
     }
 
     /// Stops the active term as lost. Returns the error to exit with in `exit` mode.
@@ -416,4 +417,23 @@ pub(crate) fn millis(d: Duration) -> u64 {
 fn signed_ms(a: Instant, b: Instant) -> i64 {
     let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
     if a >= b { ms(a - b) } else { -ms(b - a) }
+}
+
+/// Runs `elector` on a task of its own until the returned sender resolves its shutdown (it then
+/// releases the Lease when so configured); `health` learns when it stops.
+fn spawn_elector(
+    elector: Elector,
+    health: Health,
+) -> (oneshot::Sender<()>, JoinHandle<Result<(), election::Error>>) {
+    let (release_tx, release_rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let result = elector
+            .run(async move {
+                let _ = release_rx.await;
+            })
+            .await;
+        health.elector_stopped();
+        result
+    });
+    (release_tx, task)
 }
