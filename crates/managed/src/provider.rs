@@ -1,7 +1,7 @@
 //! A provider's descriptor: [`Kinds`], the one list of its managed kinds from which its controllers, CRDs
 //! and RBAC needs derive, and [`Provider`], what its binary and `cargo xtask generate` need to know.
 //!
-//! ```ignore
+//! ```text
 //! fn kinds() -> Kinds<MyConnector> {
 //!     Kinds::tracked().kind::<cluster::Widget>().kind::<namespaced::Widget>()
 //! }

@@ -72,7 +72,7 @@ macro_rules! impl_managed {
 /// and `forProvider`), with the categories and printer columns every Crossplane managed kind has, and its
 /// [`Managed`] impl. The provider needs `kube`, `serde` and `schemars` as dependencies.
 ///
-/// ```ignore
+/// ```text
 /// managed::managed_kind!(cluster Role: "postgresql.sql.crossplane.io", "v1alpha1", "Role", "roles", "sql",
 ///     "A PostgreSQL Role.", RoleSpec(RoleParameters), "RoleStatus");
 /// ```

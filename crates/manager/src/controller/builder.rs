@@ -220,7 +220,7 @@ impl ReconcileError for std::convert::Infallible {
 /// One kube-runtime [`Controller`] run for one term, with reconcile metrics, per-object backoff and error
 /// reporting in one place (kube-runtime's builder, plus what every controller of a manager needs):
 ///
-/// ```ignore
+/// ```text
 /// ControllerBuilder::new("definition/compositeresourcedefinition", Controller::new(api, wc))
 ///     .metrics(&metrics)
 ///     .run(term.token(), reconcile, Arc::new(ctx))
