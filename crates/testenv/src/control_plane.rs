@@ -174,78 +174,23 @@ impl ControlPlane {
         let audit_policy = dir.join("audit-policy.json");
         std::fs::write(&audit_policy, AUDIT_POLICY)
             .map_err(Error::io("writing the audit policy", &audit_policy))?;
-        let audit_log = dir.join("audit.log");
-
-        let arg = |k: &str, v: &dyn std::fmt::Display| format!("--{k}={v}");
-        let etcd_args = vec![
-            "etcd".to_string(),
-            arg("data-dir", &dir.join("etcd").display()),
-            arg("client-port", &etcd_port),
-            arg("peer-port", &etcd_peer_port),
-        ];
-        let mut apiserver_args = vec![
-            "kube-apiserver".to_string(),
-            arg("etcd-servers", &format!("http://127.0.0.1:{etcd_port}")),
-            arg("bind-address", &bind),
-            arg("advertise-address", &bind),
-            arg("secure-port", &apiserver_port),
-            arg("tls-cert-file", &pki.serving_cert.display()),
-            arg("tls-private-key-file", &pki.serving_key.display()),
-            arg("client-ca-file", &pki.client_ca.display()),
-            arg("service-account-issuer", &server),
-            arg("service-account-key-file", &pki.sa_pub.display()),
-            arg("service-account-signing-key-file", &pki.sa_key.display()),
-            arg("authorization-mode", &"RBAC"),
-            arg("service-cluster-ip-range", &"10.0.0.0/24"),
-            arg("endpoint-reconciler-type", &"none"),
-            arg("allow-privileged", &"true"),
-            arg("audit-policy-file", &audit_policy.display()),
-            arg("audit-log-path", &audit_log.display()),
-            arg("audit-log-format", &"json"),
-            arg("audit-log-maxsize", &AUDIT_LOG_MAX_MB),
-            arg("audit-log-mode", &"blocking"),
-            arg("v", &0),
-        ];
-        // Without a node nothing mounts a token, and the plugin's wait for each namespace's default
-        // ServiceAccount would only slow the suites; with one, Pods need it for their projected tokens.
-        match options.node_ip {
-            None => apiserver_args.push(arg("disable-admission-plugins", &"ServiceAccount")),
-            // The kubelet is reached (logs, exec, stats) at the node's address, never by a DNS lookup.
-            Some(_) => apiserver_args.push(arg("kubelet-preferred-address-types", &"InternalIP")),
-        }
-        let controllers = match options.node_ip {
-            Some(_) => format!("{CONTROLLERS},{NODE_CONTROLLERS}"),
-            None => CONTROLLERS.to_string(),
+        let layout = Layout {
+            dir: &dir,
+            pki: &pki,
+            bind,
+            server: &server,
+            admin_kubeconfig: &admin_kubeconfig,
+            node_ip: options.node_ip,
+            etcd_port,
+            etcd_peer_port,
+            apiserver_port,
+            registry_port,
         };
-        let mut kcm_args = vec![
-            "kube-controller-manager".to_string(),
-            arg("kubeconfig", &admin_kubeconfig.display()),
-            arg("controllers", &controllers),
-            arg("leader-elect", &"false"),
-            arg("secure-port", &0),
-            arg("use-service-account-credentials", &"false"),
-            arg("v", &0),
-        ];
-        if options.node_ip.is_some() {
-            kcm_args.push(arg("root-ca-file", &pki.serving_ca.display()));
-        }
-        // With a node, the registry listens on the node's address: containerd pulls from it in the
-        // host's network namespace, and Pods (the core's package manager) reach it as their gateway.
+        let (etcd_args, apiserver_args, kcm_args) =
+            (layout.etcd(), layout.apiserver(), layout.controller_manager());
+        let (registry_args, scheduler_args) = (layout.registry(), layout.scheduler());
         let registry_host = std::net::SocketAddr::new(bind, registry_port).to_string();
-        let registry_args = vec![
-            "registry".to_string(),
-            arg("address", &registry_host),
-            arg("disk", &dir.join("registry").display()),
-        ];
-        let scheduler_args = vec![
-            "kube-scheduler".to_string(),
-            arg("kubeconfig", &admin_kubeconfig.display()),
-            arg("authentication-kubeconfig", &admin_kubeconfig.display()),
-            arg("authorization-kubeconfig", &admin_kubeconfig.display()),
-            arg("leader-elect", &"false"),
-            arg("secure-port", &0),
-            arg("v", &0),
-        ];
+        let audit_log = dir.join("audit.log");
         let component = |name: &str, args: Vec<String>| {
             let mut c = Component::new(name, harness, args, dir.join(format!("{name}.log")));
             if detached {
@@ -532,4 +477,114 @@ fn log_tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Where the components of one control plane live and listen, from which their arguments follow.
+struct Layout<'a> {
+    dir: &'a Path,
+    pki: &'a Pki,
+    bind: IpAddr,
+    server: &'a str,
+    admin_kubeconfig: &'a Path,
+    node_ip: Option<IpAddr>,
+    etcd_port: u16,
+    etcd_peer_port: u16,
+    apiserver_port: u16,
+    registry_port: u16,
+}
+
+fn arg(k: &str, v: &dyn std::fmt::Display) -> String {
+    format!("--{k}={v}")
+}
+
+impl Layout<'_> {
+    fn etcd(&self) -> Vec<String> {
+        vec![
+            "etcd".to_string(),
+            arg("data-dir", &self.dir.join("etcd").display()),
+            arg("client-port", &self.etcd_port),
+            arg("peer-port", &self.etcd_peer_port),
+        ]
+    }
+
+    fn apiserver(&self) -> Vec<String> {
+        let pki = self.pki;
+        let mut args = vec![
+            "kube-apiserver".to_string(),
+            arg("etcd-servers", &format!("http://127.0.0.1:{}", self.etcd_port)),
+            arg("bind-address", &self.bind),
+            arg("advertise-address", &self.bind),
+            arg("secure-port", &self.apiserver_port),
+            arg("tls-cert-file", &pki.serving_cert.display()),
+            arg("tls-private-key-file", &pki.serving_key.display()),
+            arg("client-ca-file", &pki.client_ca.display()),
+            arg("service-account-issuer", &self.server),
+            arg("service-account-key-file", &pki.sa_pub.display()),
+            arg("service-account-signing-key-file", &pki.sa_key.display()),
+            arg("authorization-mode", &"RBAC"),
+            arg("service-cluster-ip-range", &"10.0.0.0/24"),
+            arg("endpoint-reconciler-type", &"none"),
+            arg("allow-privileged", &"true"),
+            arg("audit-policy-file", &self.dir.join("audit-policy.json").display()),
+            arg("audit-log-path", &self.dir.join("audit.log").display()),
+            arg("audit-log-format", &"json"),
+            arg("audit-log-maxsize", &AUDIT_LOG_MAX_MB),
+            arg("audit-log-mode", &"blocking"),
+            arg("v", &0),
+        ];
+        // Without a node nothing mounts a token, and the plugin's wait for each namespace's default
+        // ServiceAccount would only slow the suites; with one, Pods need it for their projected tokens.
+        match self.node_ip {
+            None => args.push(arg("disable-admission-plugins", &"ServiceAccount")),
+            // The kubelet is reached (logs, exec, stats) at the node's address, never by a DNS lookup.
+            Some(_) => args.push(arg("kubelet-preferred-address-types", &"InternalIP")),
+        }
+        args
+    }
+
+    fn controller_manager(&self) -> Vec<String> {
+        let controllers = match self.node_ip {
+            Some(_) => format!("{CONTROLLERS},{NODE_CONTROLLERS}"),
+            None => CONTROLLERS.to_string(),
+        };
+        let mut args = vec![
+            "kube-controller-manager".to_string(),
+            arg("kubeconfig", &self.admin_kubeconfig.display()),
+            arg("controllers", &controllers),
+            arg("leader-elect", &"false"),
+            arg("secure-port", &0),
+            arg("use-service-account-credentials", &"false"),
+            arg("v", &0),
+        ];
+        if self.node_ip.is_some() {
+            args.push(arg("root-ca-file", &self.pki.serving_ca.display()));
+        }
+        args
+    }
+
+    /// With a node, the registry listens on the node's address: containerd pulls from it in the host's
+    /// network namespace, and Pods (the core's package manager) reach it as their gateway.
+    fn registry(&self) -> Vec<String> {
+        vec![
+            "registry".to_string(),
+            arg(
+                "address",
+                &std::net::SocketAddr::new(self.bind, self.registry_port),
+            ),
+            arg("disk", &self.dir.join("registry").display()),
+        ]
+    }
+
+    fn scheduler(&self) -> Vec<String> {
+        let kubeconfig = self.admin_kubeconfig.display();
+        vec![
+            "kube-scheduler".to_string(),
+            arg("kubeconfig", &kubeconfig),
+            arg("authentication-kubeconfig", &kubeconfig),
+            arg("authorization-kubeconfig", &kubeconfig),
+            arg("leader-elect", &"false"),
+            arg("secure-port", &0),
+            arg("v", &0),
+        ]
+    }
 }
