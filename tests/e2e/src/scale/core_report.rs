@@ -1,0 +1,185 @@
+//! The cores' part of docs/scale.md and docs/scale.json.
+
+use std::fmt::Write as _;
+
+use serde_json::{Value, json};
+
+use super::core::{Core, Run};
+
+/// What bounded a run, only where its own figures show it: the core's CPU when its leader kept 90 % of
+/// a core busy over the window, the apiserver's CPU when kube-apiserver and etcd together did; else
+/// none.
+pub fn bound(run: &Run) -> Option<&'static str> {
+    let wall = run.established_seconds.max(f64::MIN_POSITIVE);
+    if run.leader.cpu_seconds / wall >= 0.9 {
+        Some("CPU (the core)")
+    } else if run.apiserver_cpu_seconds / wall >= 0.9 {
+        Some("CPU (the apiserver)")
+    } else {
+        None
+    }
+}
+
+fn find(runs: &[Run], core: Core, n: usize) -> Option<&Run> {
+    runs.iter().find(|r| r.core == core && r.xrds == n)
+}
+
+fn counts(runs: &[Run]) -> Vec<usize> {
+    let mut s: Vec<usize> = runs.iter().map(|r| r.xrds).collect();
+    s.sort_unstable();
+    s.dedup();
+    s
+}
+
+/// The median idle resident set of `core`'s leader and standby over its runs (one per XRD count).
+pub fn idle(runs: &[Run], core: Core) -> Option<(f64, f64)> {
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied()
+    };
+    let of = |f: fn(&Run) -> f64| median(runs.iter().filter(|r| r.core == core).map(f).collect());
+    Some((of(|r| r.idle.leader_rss_mib)?, of(|r| r.idle.standby_rss_mib)?))
+}
+
+fn ratio(upstream: f64, ours: f64) -> String {
+    if ours > 0.0 {
+        format!("×{:.1}", upstream / ours)
+    } else {
+        "–".to_owned()
+    }
+}
+
+/// The section on cores.
+pub fn markdown(runs: &[Run]) -> String {
+    let mut md = String::new();
+    let _ = writeln!(md, "## Cores: ours against upstream's\n");
+    let _ = writeln!(
+        md,
+        "Each core ran as two replicas, a leader and a standby on Lease `crossplane-leader-election-core`, \
+         at its defaults with webhooks off, on a control plane of its own per row, one core at a time: ours \
+         ({}, `crossplane core start`, release build) and upstream's ({}, `crossplane core start` built \
+         from Go's module proxy as upstream releases it). Each first ran its own `core init`, which \
+         installs its CRDs. **Idle RSS** is the leader's resident set (`VmRSS`) once it answered `/readyz` \
+         and 2 s of samples lay within 1 MiB, and the standby's at that moment. Then the bench created N \
+         namespaced `apiextensions.crossplane.io/v2` XRDs at once (16 requests at a time), each of a \
+         group and kind of its own. **Established after** runs from the first create until a watch had \
+         seen every XRD `Established=True`; the watch's errors and re-lists are counted and shown. **CPU** \
+         is user plus system time over that window; **RSS now** is `VmRSS` at its end and **peak** is \
+         `VmHWM`; **apiserver CPU** is that of kube-apiserver and etcd over the window.\n",
+        Core::Rust.label(),
+        Core::Go.label(),
+    );
+    idle_table(&mut md, runs);
+    xrd_table(&mut md, runs);
+    ratio_table(&mut md, runs);
+    let _ = writeln!(
+        md,
+        "\"Bound by\" is named only where the row's own figures show it: CPU of the core when its leader \
+         kept 90 % of a core busy over the window, CPU of the apiserver when kube-apiserver and etcd \
+         together did; otherwise it is left empty (–), as the run shows neither (the wait is then the \
+         cores' and the apiserver's own pacing, such as waiting for a CRD to be Established)."
+    );
+    md
+}
+
+fn idle_table(md: &mut String, runs: &[Run]) {
+    let _ = writeln!(md, "### Idle, with the core's own CRDs installed\n");
+    let _ = writeln!(
+        md,
+        "| Core | Leader idle RSS MiB | Standby idle RSS MiB | Runs |\n|---|---:|---:|---:|"
+    );
+    for core in [Core::Rust, Core::Go] {
+        let Some((leader, standby)) = idle(runs, core) else {
+            continue;
+        };
+        let n = runs.iter().filter(|r| r.core == core).count();
+        let _ = writeln!(md, "| {} | {leader:.1} | {standby:.1} | {n} |", core.label());
+    }
+    if let (Some(ours), Some(up)) = (idle(runs, Core::Rust), idle(runs, Core::Go)) {
+        let _ = writeln!(
+            md,
+            "| upstream over ours | {} | {} | |",
+            ratio(up.0, ours.0),
+            ratio(up.1, ours.1)
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\nThe median of the runs, one per XRD count, each measured before its XRDs; a run whose leader did \
+         not settle within 60 s gives its last sample: {}.\n",
+        match runs.iter().filter(|r| !r.idle.settled).count() {
+            0 => "none did".to_owned(),
+            k => format!("{k} did"),
+        }
+    );
+}
+
+fn xrd_table(md: &mut String, runs: &[Run]) {
+    let _ = writeln!(md, "### XRDs until Established\n");
+    let _ = writeln!(
+        md,
+        "| XRDs | Core | Established after | Created in | Watch errors / re-lists | Leader CPU s | Leader RSS MiB, idle → now (peak) | Standby RSS MiB, now (peak) | Apiserver CPU s | Bound by |\n\
+         |---:|---|---:|---:|---:|---:|---:|---:|---:|---|"
+    );
+    for n in counts(runs) {
+        for core in [Core::Rust, Core::Go] {
+            let Some(r) = find(runs, core, n) else { continue };
+            let _ = writeln!(
+                md,
+                "| {n} | {} | {:.1} s | {:.1} s | {} / {} | {:.2} | {:.1} → {:.1} ({:.1}) | {:.1} ({:.1}) | {:.1} | {} |",
+                core.label(),
+                r.established_seconds,
+                r.create_seconds,
+                r.watch_errors,
+                r.watch_restarts,
+                r.leader.cpu_seconds,
+                r.idle.leader_rss_mib,
+                r.leader.rss_mib,
+                r.leader.peak_rss_mib,
+                r.standby.rss_mib,
+                r.standby.peak_rss_mib,
+                r.apiserver_cpu_seconds,
+                bound(r).unwrap_or("–"),
+            );
+        }
+    }
+    let _ = writeln!(md);
+}
+
+fn ratio_table(md: &mut String, runs: &[Run]) {
+    let _ = writeln!(md, "### Ratios (upstream's figure over ours)\n");
+    let _ = writeln!(
+        md,
+        "| XRDs | Time to Established | Leader CPU s | Leader RSS now | Leader peak RSS |\n|---:|---:|---:|---:|---:|"
+    );
+    for n in counts(runs) {
+        let (Some(ours), Some(up)) = (find(runs, Core::Rust, n), find(runs, Core::Go, n)) else {
+            continue;
+        };
+        let _ = writeln!(
+            md,
+            "| {n} | {} | {} | {} | {} |",
+            ratio(up.established_seconds, ours.established_seconds),
+            ratio(up.leader.cpu_seconds, ours.leader.cpu_seconds),
+            ratio(up.leader.rss_mib, ours.leader.rss_mib),
+            ratio(up.leader.peak_rss_mib, ours.leader.peak_rss_mib),
+        );
+    }
+    let _ = writeln!(md);
+}
+
+/// The cores' JSON record.
+pub fn json(runs: &[Run]) -> Value {
+    let idle = |core| {
+        idle(runs, core)
+            .map(|(leader, standby)| json!({"leader_rss_mib": leader, "standby_rss_mib": standby}))
+    };
+    json!({
+        "idle_median": {"Rust": idle(Core::Rust), "Go": idle(Core::Go)},
+        "runs": runs.iter().map(|r| {
+            let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
+            v["bound_by"] = bound(r).map_or(Value::Null, Value::from);
+            v
+        }).collect::<Vec<_>>(),
+    })
+}
