@@ -12,8 +12,9 @@
 //!   node's sandbox image).
 //! - `cargo xtask harness` only builds the harness.
 //! - `cargo xtask bench [--quick]` measures our elector against client-go's and writes `docs/benchmarks.*`;
-//!   `--scale [--size N]... [--xrds N]... [--cores-only | --providers-only]` measures providers at scale,
-//!   ours against crossplane-runtime's, and cores with XRDs, ours against upstream's, and writes
+//!   `--scale [--size N]... [--xrds N]... [--xrs N]... [--cores-only | --providers-only]` measures
+//!   providers at scale, ours against crossplane-runtime's, and cores with XRDs and XRs, ours against
+//!   upstream's, and writes
 //!   `docs/scale.*`.
 //! - `cargo xtask chaos [--changes N] [--fence-after N]` runs the full fault schedule, first
 //!   without and then with the server-side fence, prints its summary and writes
@@ -169,6 +170,15 @@ enum Command {
             conflicts_with = "providers_only"
         )]
         xrds: Vec<usize>,
+        /// With --scale: the numbers of XRs for the cores, each composing 3 resources through one
+        /// function (repeatable; default 100).
+        #[arg(
+            long = "xrs",
+            value_name = "N",
+            requires = "scale",
+            conflicts_with = "providers_only"
+        )]
+        xrs: Vec<usize>,
         /// With --scale: the cores alone, no providers.
         #[arg(long, requires = "scale", conflicts_with = "providers_only")]
         cores_only: bool,
@@ -259,12 +269,14 @@ fn main() {
             scale: true,
             sizes,
             xrds,
+            xrs,
             cores_only,
             providers_only,
             ..
         } => e2e::scale::run(&e2e::scale::Options {
             sizes,
             xrds,
+            xrs,
             cores_only,
             providers_only,
         }),

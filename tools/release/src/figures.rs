@@ -329,26 +329,38 @@ fn scale_providers(j: &Value, runs: &[Value]) -> anyhow::Result<String> {
     ))
 }
 
-fn scale_cores(j: &Value, runs: &[Value]) -> anyhow::Result<String> {
+/// The cores' runs of `work` ("xrds" or "xrs"), as one clause per count.
+fn scale_work(runs: &[Value], work: &str, what: &str) -> anyhow::Result<Vec<String>> {
+    let runs: Vec<Value> = runs.iter().filter(|r| r["work"] == work).cloned().collect();
     let mut parts = Vec::new();
-    for n in counts_of(runs, "xrds") {
-        let ours = run_of(runs, "core", "Rust", "xrds", n)?;
-        let up = run_of(runs, "core", "Go", "xrds", n)?;
+    for n in counts_of(&runs, "count") {
+        let ours = run_of(&runs, "core", "Rust", "count", n)?;
+        let up = run_of(&runs, "core", "Go", "count", n)?;
         parts.push(format!(
-            "{} XRDs Established in {:.1} s against {:.1} s, leader CPU {:.1} s against {:.1} s, leader \
-             RSS {:.0} MiB against {:.0} MiB",
+            "{} {what} in {:.1} s against {:.1} s, leader CPU {:.1} s against {:.1} s, leader RSS {:.0} MiB \
+             against {:.0} MiB",
             count(&Value::from(n))?,
-            float(ours, "/established_seconds")?,
-            float(up, "/established_seconds")?,
+            float(ours, "/done_seconds")?,
+            float(up, "/done_seconds")?,
             float(ours, "/leader/cpu_seconds")?,
             float(up, "/leader/cpu_seconds")?,
             float(ours, "/leader/rss_mib")?,
             float(up, "/leader/rss_mib")?,
         ));
     }
+    Ok(parts)
+}
+
+fn scale_cores(j: &Value, runs: &[Value]) -> anyhow::Result<String> {
+    let mut parts = scale_work(runs, "xrds", "XRDs Established")?;
+    parts.extend(scale_work(
+        runs,
+        "xrs",
+        "XRs composing 3 resources each through one function Ready",
+    )?);
     Ok(format!(
         "The cores, ours (`crossplane core start`) against upstream's (v2.3.4, Go), two replicas each at \
-         their defaults on a control plane of its own per XRD count: leader idle RSS with its own CRDs {:.0} \
+         their defaults on a control plane of its own per count: leader idle RSS with its own CRDs {:.0} \
          MiB against {:.0} MiB; {}.",
         float(j, "/cores/idle_median/Rust/leader_rss_mib")?,
         float(j, "/cores/idle_median/Go/leader_rss_mib")?,
@@ -552,7 +564,7 @@ mod tests {
         let provenance =
             json!({"commit": "0123456789abcdef", "machine": {"cores": 2, "load_average_1_5_15_min": [1.5]}});
         let core = |who: &str, secs: f64, rss: f64| {
-            json!({"core": who, "xrds": 10, "established_seconds": secs,
+            json!({"core": who, "work": "xrds", "count": 10, "done_seconds": secs,
                    "leader": {"cpu_seconds": 0.5, "rss_mib": rss, "peak_rss_mib": rss}})
         };
         let cores = json!({"idle_median": {"Rust": {"leader_rss_mib": 16.0}, "Go": {"leader_rss_mib": 80.0}},

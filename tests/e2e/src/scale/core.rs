@@ -18,7 +18,10 @@ use testenv::{
     process::{Output, Process},
 };
 
-use super::{procstat, upstream, xrds};
+use super::{
+    load::{self, Target, Work},
+    procstat, upstream,
+};
 
 /// Which core.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -74,14 +77,16 @@ pub struct Idle {
 pub struct Run {
     /// Which core.
     pub core: Core,
-    /// How many XRDs.
-    pub xrds: usize,
-    /// Before the XRDs.
+    /// What it was given.
+    pub work: Work,
+    /// How many XRDs or XRs.
+    pub count: usize,
+    /// Before them.
     pub idle: Idle,
     /// From the first create until the last create returned.
     pub create_seconds: f64,
-    /// From the first create until a watch had seen every XRD Established.
-    pub established_seconds: f64,
+    /// From the first create until a watch had seen every one done (XRDs Established, XRs Ready).
+    pub done_seconds: f64,
     /// Errors of that watch (each retried after a backoff).
     pub watch_errors: usize,
     /// Re-lists of that watch after its first list.
@@ -139,7 +144,8 @@ async fn init(
     Ok(())
 }
 
-/// Starts replica `id` of `core`, each at its defaults, webhooks off.
+/// Starts replica `id` of `core`, each at its defaults but webhooks off and package runtime External
+/// (the bench serves the function itself).
 fn spawn(
     core: Core,
     bins: &Binaries,
@@ -158,6 +164,7 @@ fn spawn(
                 .args(["--leader-election", "--leader-election-namespace", ns])
                 .args(["--leader-election-identity", id, "--namespace", ns])
                 .args(["--enable-webhooks=false", "--metrics-bind-address", "0"])
+                .args(["--package-runtime", "External"])
                 .args(["--health-probe-bind-address", &format!("127.0.0.1:{health}")])
                 .env_remove("KUBECONFIG")
                 .env_remove("LEADER_ELECTION")
@@ -221,8 +228,15 @@ async fn wait_ready(replica: &Replica) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs `core` with `n` XRDs on a fresh control plane in `dir`.
-pub async fn run(core: Core, bins: &Binaries, harness: &Path, dir: &Path, n: usize) -> anyhow::Result<Run> {
+/// Runs `core` with `n` of `work` on a fresh control plane in `dir`.
+pub async fn run(
+    core: Core,
+    bins: &Binaries,
+    harness: &Path,
+    dir: &Path,
+    work: Work,
+    n: usize,
+) -> anyhow::Result<Run> {
     if dir.exists() {
         std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
     }
@@ -233,7 +247,7 @@ pub async fn run(core: Core, bins: &Binaries, harness: &Path, dir: &Path, n: usi
         .into_iter()
         .flatten()
         .collect();
-    let result = measure(core, bins, cp.cluster(), &apiserver, dir, n).await;
+    let result = measure(core, bins, cp.cluster(), &apiserver, dir, (work, n)).await;
     cp.stop().context("stopping the control plane")?;
     result
 }
@@ -244,7 +258,7 @@ async fn measure(
     cluster: &testenv::Cluster,
     apiserver: &[u32],
     dir: &Path,
-    n: usize,
+    (work, n): (Work, usize),
 ) -> anyhow::Result<Run> {
     let client = cluster.client().await?;
     let ns = cluster.namespace("cores").await?;
@@ -272,67 +286,31 @@ async fn measure(
         if settled { "" } else { " (not settled)" },
         idle.standby_rss_mib
     );
-    let pids = [leader.process.pid(), standby.process.pid()];
-    let load = load(core, &client, pids, apiserver, n)
-        .await
-        .with_context(|| format!("logs in {}", logs.display()))?;
-    Ok(Run {
+    let target = Target {
         core,
-        xrds: n,
-        idle,
-        ..load
-    })
-}
-
-/// CPU seconds of each of `pids`.
-fn cpu(pids: &[u32]) -> anyhow::Result<Vec<f64>> {
-    pids.iter().map(|&p| procstat::cpu_seconds(p)).collect()
-}
-
-/// Creates `n` XRDs and waits until all are Established; `pids` are the leader's and the standby's.
-async fn load(
-    core: Core,
-    client: &kube::Client,
-    pids: [u32; 2],
-    apiserver: &[u32],
-    n: usize,
-) -> anyhow::Result<Run> {
-    let api = xrds::api(client);
-    let (watch, mut rx) = xrds::count(api.clone());
-    let (cpu0, api0) = (cpu(&pids)?, cpu(apiserver)?);
-    let started = Instant::now();
-    xrds::create(&api, n).await?;
-    let create_seconds = started.elapsed().as_secs_f64();
-    let waited = xrds::wait(&mut rx, n, xrds::timeout(n), core.label()).await;
-    let established_seconds = started.elapsed().as_secs_f64();
-    watch.abort();
-    waited?;
-    let (cpu1, api1) = (cpu(&pids)?, cpu(apiserver)?);
-    let usage = |i: usize| -> anyhow::Result<Usage> {
-        Ok(Usage {
-            cpu_seconds: cpu1[i] - cpu0[i],
-            rss_mib: procstat::rss_mib(pids[i])?,
-            peak_rss_mib: procstat::peak_rss_mib(pids[i])?,
-        })
+        client: &client,
+        ns: &ns,
+        pids: [leader.process.pid(), standby.process.pid()],
+        apiserver,
+        logs: &logs,
     };
-    let tally = rx.borrow().clone();
-    eprintln!(
-        "[scale] {}: {n} XRDs Established in {established_seconds:.1}s (watch: {} errors, {} re-lists)",
-        core.label(),
-        tally.errors,
-        tally.restarts
-    );
+    let m = match work {
+        Work::Xrds => load::xrds(&target, n).await,
+        Work::Xrs => load::xrs(&target, n).await,
+    }
+    .with_context(|| format!("logs in {}", logs.display()))?;
     Ok(Run {
         core,
-        xrds: n,
-        idle: Idle::default(),
-        create_seconds,
-        established_seconds,
-        watch_errors: tally.errors,
-        watch_restarts: tally.restarts,
-        watch_last_error: tally.last_error,
-        leader: usage(0)?,
-        standby: usage(1)?,
-        apiserver_cpu_seconds: api1.iter().sum::<f64>() - api0.iter().sum::<f64>(),
+        work,
+        count: n,
+        idle,
+        create_seconds: m.create_seconds,
+        done_seconds: m.done_seconds,
+        watch_errors: m.tally.errors,
+        watch_restarts: m.tally.restarts,
+        watch_last_error: m.tally.last_error,
+        leader: m.leader,
+        standby: m.standby,
+        apiserver_cpu_seconds: m.apiserver_cpu_seconds,
     })
 }

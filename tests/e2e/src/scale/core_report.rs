@@ -4,13 +4,16 @@ use std::fmt::Write as _;
 
 use serde_json::{Value, json};
 
-use super::core::{Core, Run};
+use super::{
+    core::{Core, Run},
+    load::Work,
+};
 
 /// What bounded a run, only where its own figures show it: the core's CPU when its leader kept 90 % of
 /// a core busy over the window, the apiserver's CPU when kube-apiserver and etcd together did; else
 /// none.
 pub fn bound(run: &Run) -> Option<&'static str> {
-    let wall = run.established_seconds.max(f64::MIN_POSITIVE);
+    let wall = run.done_seconds.max(f64::MIN_POSITIVE);
     if run.leader.cpu_seconds / wall >= 0.9 {
         Some("CPU (the core)")
     } else if run.apiserver_cpu_seconds / wall >= 0.9 {
@@ -20,18 +23,19 @@ pub fn bound(run: &Run) -> Option<&'static str> {
     }
 }
 
-fn find(runs: &[Run], core: Core, n: usize) -> Option<&Run> {
-    runs.iter().find(|r| r.core == core && r.xrds == n)
+fn find(runs: &[Run], core: Core, work: Work, n: usize) -> Option<&Run> {
+    runs.iter()
+        .find(|r| r.core == core && r.work == work && r.count == n)
 }
 
-fn counts(runs: &[Run]) -> Vec<usize> {
-    let mut s: Vec<usize> = runs.iter().map(|r| r.xrds).collect();
+fn counts(runs: &[Run], work: Work) -> Vec<usize> {
+    let mut s: Vec<usize> = runs.iter().filter(|r| r.work == work).map(|r| r.count).collect();
     s.sort_unstable();
     s.dedup();
     s
 }
 
-/// The median idle resident set of `core`'s leader and standby over its runs (one per XRD count).
+/// The median idle resident set of `core`'s leader and standby over its runs.
 pub fn idle(runs: &[Run], core: Core) -> Option<(f64, f64)> {
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
@@ -56,22 +60,33 @@ pub fn markdown(runs: &[Run]) -> String {
     let _ = writeln!(
         md,
         "Each core ran as two replicas, a leader and a standby on Lease `crossplane-leader-election-core`, \
-         at its defaults with webhooks off, on a control plane of its own per row, one core at a time: ours \
-         ({}, `crossplane core start`, release build) and upstream's ({}, `crossplane core start` built \
+         at its defaults but webhooks off and `--package-runtime External`, on a control plane of its own per row, one core at a time: ours \
+         ({}: `crossplane core start`, release build) and upstream's ({}: `crossplane core start` built \
          from Go's module proxy as upstream releases it). Each first ran its own `core init`, which \
          installs its CRDs. **Idle RSS** is the leader's resident set (`VmRSS`) once it answered `/readyz` \
          and 2 s of samples lay within 1 MiB, and the standby's at that moment. Then the bench created N \
          namespaced `apiextensions.crossplane.io/v2` XRDs at once (16 requests at a time), each of a \
-         group and kind of its own. **Established after** runs from the first create until a watch had \
-         seen every XRD `Established=True`; the watch's errors and re-lists are counted and shown. **CPU** \
-         is user plus system time over that window; **RSS now** is `VmRSS` at its end and **peak** is \
+         group and kind of its own; or, on a control plane of its own, one XRD and a Composition whose one \
+         step is a function, then N XRs at once, each composing 3 ConfigMaps. The function is the Python \
+         SDK function of the conformance suite (`crates/crossplane/tests/functions/python.py`), run by the \
+         bench on loopback with mutual TLS, its server certificate signed by the core's CA \
+         (`crossplane-root-ca`); a Function and an active FunctionRevision whose `status.endpoint` names \
+         it are what each core dials, with its own client certificate (both cores run with \
+         `--package-runtime External`, so that neither runs the package itself). **Done after** runs \
+         from the first create until a watch had seen every XRD `Established=True` (every XR \
+         `Ready=True`); the watch's errors and re-lists are counted and shown. **CPU** is user plus \
+         system time over that window; **RSS now** is `VmRSS` at its end and **peak** is \
          `VmHWM`; **apiserver CPU** is that of kube-apiserver and etcd over the window.\n",
         Core::Rust.label(),
         Core::Go.label(),
     );
     idle_table(&mut md, runs);
-    xrd_table(&mut md, runs);
-    ratio_table(&mut md, runs);
+    for work in [Work::Xrds, Work::Xrs] {
+        if !counts(runs, work).is_empty() {
+            work_table(&mut md, runs, work);
+            ratio_table(&mut md, runs, work);
+        }
+    }
     let _ = writeln!(
         md,
         "\"Bound by\" is named only where the row's own figures show it: CPU of the core when its leader \
@@ -114,21 +129,34 @@ fn idle_table(md: &mut String, runs: &[Run]) {
     );
 }
 
-fn xrd_table(md: &mut String, runs: &[Run]) {
-    let _ = writeln!(md, "### XRDs until Established\n");
+fn heading(work: Work) -> (&'static str, &'static str) {
+    match work {
+        Work::Xrds => ("XRDs until Established", "XRDs"),
+        Work::Xrs => (
+            "XRs, 3 composed resources each through one function, until Ready",
+            "XRs",
+        ),
+    }
+}
+
+fn work_table(md: &mut String, runs: &[Run], work: Work) {
+    let (title, what) = heading(work);
+    let _ = writeln!(md, "### {title}\n");
     let _ = writeln!(
         md,
-        "| XRDs | Core | Established after | Created in | Watch errors / re-lists | Leader CPU s | Leader RSS MiB, idle → now (peak) | Standby RSS MiB, now (peak) | Apiserver CPU s | Bound by |\n\
+        "| {what} | Core | Done after | Created in | Watch errors / re-lists | Leader CPU s | Leader RSS MiB, idle → now (peak) | Standby RSS MiB, now (peak) | Apiserver CPU s | Bound by |\n\
          |---:|---|---:|---:|---:|---:|---:|---:|---:|---|"
     );
-    for n in counts(runs) {
+    for n in counts(runs, work) {
         for core in [Core::Rust, Core::Go] {
-            let Some(r) = find(runs, core, n) else { continue };
+            let Some(r) = find(runs, core, work, n) else {
+                continue;
+            };
             let _ = writeln!(
                 md,
                 "| {n} | {} | {:.1} s | {:.1} s | {} / {} | {:.2} | {:.1} → {:.1} ({:.1}) | {:.1} ({:.1}) | {:.1} | {} |",
                 core.label(),
-                r.established_seconds,
+                r.done_seconds,
                 r.create_seconds,
                 r.watch_errors,
                 r.watch_restarts,
@@ -146,20 +174,21 @@ fn xrd_table(md: &mut String, runs: &[Run]) {
     let _ = writeln!(md);
 }
 
-fn ratio_table(md: &mut String, runs: &[Run]) {
-    let _ = writeln!(md, "### Ratios (upstream's figure over ours)\n");
+fn ratio_table(md: &mut String, runs: &[Run], work: Work) {
+    let (_, what) = heading(work);
+    let _ = writeln!(md, "Ratios, upstream's figure over ours:\n");
     let _ = writeln!(
         md,
-        "| XRDs | Time to Established | Leader CPU s | Leader RSS now | Leader peak RSS |\n|---:|---:|---:|---:|---:|"
+        "| {what} | Time until done | Leader CPU s | Leader RSS now | Leader peak RSS |\n|---:|---:|---:|---:|---:|"
     );
-    for n in counts(runs) {
-        let (Some(ours), Some(up)) = (find(runs, Core::Rust, n), find(runs, Core::Go, n)) else {
+    for n in counts(runs, work) {
+        let (Some(ours), Some(up)) = (find(runs, Core::Rust, work, n), find(runs, Core::Go, work, n)) else {
             continue;
         };
         let _ = writeln!(
             md,
             "| {n} | {} | {} | {} | {} |",
-            ratio(up.established_seconds, ours.established_seconds),
+            ratio(up.done_seconds, ours.done_seconds),
             ratio(up.leader.cpu_seconds, ours.leader.cpu_seconds),
             ratio(up.leader.rss_mib, ours.leader.rss_mib),
             ratio(up.leader.peak_rss_mib, ours.leader.peak_rss_mib),

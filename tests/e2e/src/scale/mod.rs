@@ -25,15 +25,22 @@
 //! `--xrds`), ours first. Per run: the leader's and the standby's idle resident set once the core has
 //! settled with its own CRDs (each core's `core init` installs them), then the XRDs created at once and
 //! the time until a watch has seen all Established, with the leader's CPU seconds, resident set now and
-//! at its peak, and the apiserver's CPU seconds over that window ([`core`], [`xrds`]).
+//! at its peak, and the apiserver's CPU seconds over that window ([`core`], [`load`]). Then, the same way,
+//! 100 XRs (or each `--xrs`), each composing 3 ConfigMaps through one function step, until all are
+//! Ready: the Python SDK function served on loopback with mutual TLS, dialled by each core at a
+//! FunctionRevision's `status.endpoint` ([`function`]).
 
 pub mod core;
 mod core_report;
+mod function;
+pub mod load;
 mod procstat;
 pub mod provider;
 mod report;
+mod tally;
 mod upstream;
 mod xrds;
+mod xrs;
 
 use std::path::{Path, PathBuf};
 
@@ -48,6 +55,9 @@ pub const SIZES: &[usize] = &[1_000, 10_000];
 /// The XRD counts when none are given.
 pub const XRDS: &[usize] = &[10, 100, 500];
 
+/// The XR counts when none are given.
+pub const XRS: &[usize] = &[100];
+
 /// What to measure.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -55,6 +65,8 @@ pub struct Options {
     pub sizes: Vec<usize>,
     /// Numbers of XRDs for the cores (empty: [`XRDS`]).
     pub xrds: Vec<usize>,
+    /// Numbers of XRs for the cores (empty: [`XRS`]).
+    pub xrs: Vec<usize>,
     /// The cores alone, no providers.
     pub cores_only: bool,
     /// The providers alone, no cores.
@@ -82,6 +94,23 @@ impl Options {
         }
     }
 
+    fn xrs(&self) -> &[usize] {
+        if self.providers_only {
+            &[]
+        } else if self.xrs.is_empty() {
+            XRS
+        } else {
+            &self.xrs
+        }
+    }
+
+    /// The cores' runs: each count of XRDs, then of XRs.
+    fn core_work(&self) -> Vec<(load::Work, usize)> {
+        let xrds = self.xrds().iter().map(|&n| (load::Work::Xrds, n));
+        xrds.chain(self.xrs().iter().map(|&n| (load::Work::Xrs, n)))
+            .collect()
+    }
+
     /// The command line that measures this.
     fn command(&self) -> String {
         let mut command = "cargo xtask bench --scale".to_owned();
@@ -97,6 +126,9 @@ impl Options {
         for n in &self.xrds {
             command.push_str(&format!(" --xrds {n}"));
         }
+        for n in &self.xrs {
+            command.push_str(&format!(" --xrs {n}"));
+        }
         command
     }
 }
@@ -109,8 +141,8 @@ pub const FLAGS: Flags = Flags {
 
 /// Runs the scale benchmark as `options` say and writes docs/scale.md and docs/scale.json.
 pub fn run(options: &Options) -> anyhow::Result<i32> {
-    if options.sizes().contains(&0) || options.xrds().contains(&0) {
-        eprintln!("xtask: every --size and --xrds must be at least 1");
+    if options.sizes().contains(&0) || options.core_work().iter().any(|(_, n)| *n == 0) {
+        eprintln!("xtask: every --size, --xrds and --xrs must be at least 1");
         return Ok(2);
     }
     let provenance = release::provenance::for_artifact("scale.json", &options.command())?;
@@ -128,12 +160,13 @@ pub fn run(options: &Options) -> anyhow::Result<i32> {
         }
     }
     let mut cores = Vec::new();
-    if !options.xrds().is_empty() {
+    let work = options.core_work();
+    if !work.is_empty() {
         let bins = core_binaries()?;
-        for &n in options.xrds() {
+        for (w, n) in work {
             for c in [core::Core::Rust, core::Core::Go] {
-                eprintln!("[scale] {} with {n} XRDs", c.label());
-                cores.push(rt.block_on(core::run(c, &bins, &harness, &dir, n))?);
+                eprintln!("[scale] {} with {n} {}", c.label(), w.noun());
+                cores.push(rt.block_on(core::run(c, &bins, &harness, &dir, w, n))?);
             }
         }
     }

@@ -72,7 +72,8 @@ pub async fn init(
     Ok(tls)
 }
 
-/// `crossplane core start` of upstream's core at its defaults (webhooks off, as ours), as if in a Pod of
+/// `crossplane core start` of upstream's core at its defaults but webhooks off and package runtime
+/// External (as ours), as if in a Pod of
 /// `ns` on host `hostname`, its health probes on `health`.
 pub fn start(
     peers: &Peers,
@@ -88,6 +89,7 @@ pub fn start(
         "start",
         "--leader-election",
         "--enable-webhooks=false",
+        "--package-runtime=External",
         "--namespace",
         ns,
     ])

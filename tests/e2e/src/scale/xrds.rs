@@ -1,20 +1,14 @@
-//! `n` namespaced v2 XRDs, each of a group and kind of its own, created at once; a watch counts them
-//! Established, and counts its own errors and re-lists too, so that none is dropped silently.
+//! `n` namespaced v2 XRDs, each of a group and kind of its own, created at once ([`super::tally`]
+//! counts them Established).
 
-use std::{
-    collections::HashSet,
-    time::{Duration, Instant},
-};
+use std::time::Duration;
 
-use anyhow::{Context, bail};
-use futures::StreamExt;
+use anyhow::Context;
 use kube::{
     Api,
     api::{ApiResource, DynamicObject, GroupVersionKind, PostParams},
-    runtime::{WatchStreamExt, watcher},
 };
 use serde_json::{Value, json};
-use tokio::{sync::watch, task::JoinHandle};
 
 /// How many requests create the XRDs at once.
 const CREATORS: usize = 16;
@@ -51,6 +45,14 @@ pub fn xrd(i: usize) -> Value {
     })
 }
 
+/// Whether `obj` is `Established=True`.
+pub fn established(obj: &DynamicObject) -> bool {
+    obj.data["status"]["conditions"].as_array().is_some_and(|cs| {
+        cs.iter()
+            .any(|c| c["type"] == "Established" && c["status"] == "True")
+    })
+}
+
 /// Creates XRDs `0..n`, [`CREATORS`] at a time; returns when the last create returned.
 pub async fn create(api: &Api<DynamicObject>, n: usize) -> anyhow::Result<()> {
     let mut set = tokio::task::JoinSet::new();
@@ -73,90 +75,6 @@ pub async fn create(api: &Api<DynamicObject>, n: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What the watch has seen so far.
-#[derive(Clone, Debug, Default)]
-pub struct Tally {
-    /// XRDs Established now.
-    pub established: usize,
-    /// Errors the watch stream returned (each followed by a retry after a backoff).
-    pub errors: usize,
-    /// Re-lists after the first list (a watch that had to start over).
-    pub restarts: usize,
-    /// The last error, in words.
-    pub last_error: Option<String>,
-}
-
-fn established(obj: &DynamicObject) -> bool {
-    obj.data["status"]["conditions"].as_array().is_some_and(|cs| {
-        cs.iter()
-            .any(|c| c["type"] == "Established" && c["status"] == "True")
-    })
-}
-
-/// Watches `api` and keeps a [`Tally`]; the task ends when aborted.
-pub fn count(api: Api<DynamicObject>) -> (JoinHandle<()>, watch::Receiver<Tally>) {
-    let (tx, rx) = watch::channel(Tally::default());
-    let task = tokio::spawn(async move {
-        let mut ready = HashSet::new();
-        let mut lists = 0usize;
-        let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()).default_backoff());
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(watcher::Event::Init) => {
-                    lists += 1;
-                    if lists > 1 {
-                        tx.send_modify(|t| t.restarts += 1);
-                    }
-                }
-                Ok(watcher::Event::InitApply(o) | watcher::Event::Apply(o)) => {
-                    let name = o.metadata.name.clone().unwrap_or_default();
-                    if established(&o) {
-                        ready.insert(name);
-                    } else {
-                        ready.remove(&name);
-                    }
-                }
-                Ok(watcher::Event::Delete(o)) => {
-                    ready.remove(&o.metadata.name.unwrap_or_default());
-                }
-                Ok(watcher::Event::InitDone) => {}
-                Err(e) => tx.send_modify(|t| {
-                    t.errors += 1;
-                    t.last_error = Some(e.to_string());
-                }),
-            }
-            tx.send_if_modified(|t| std::mem::replace(&mut t.established, ready.len()) != ready.len());
-        }
-    });
-    (task, rx)
-}
-
-/// Waits until `n` XRDs are Established, at most `limit`; fails, saying how far it got, when not.
-pub async fn wait(
-    rx: &mut watch::Receiver<Tally>,
-    n: usize,
-    limit: Duration,
-    who: &str,
-) -> anyhow::Result<()> {
-    let started = Instant::now();
-    let reached = tokio::time::timeout(limit, rx.wait_for(|t| t.established >= n))
-        .await
-        .is_ok_and(|r| r.is_ok());
-    if reached {
-        return Ok(());
-    }
-    let t = rx.borrow().clone();
-    bail!(
-        "{who} established {} of {n} XRDs in {:.0} s, and the bench gives no figure for it; the watch \
-         counting them saw {} errors{} and {} re-lists",
-        t.established,
-        started.elapsed().as_secs_f64(),
-        t.errors,
-        t.last_error.map(|e| format!(" (last: {e})")).unwrap_or_default(),
-        t.restarts,
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,27 +86,5 @@ mod tests {
         assert_ne!(a["spec"]["group"], b["spec"]["group"]);
         assert_ne!(a["spec"]["names"]["kind"], b["spec"]["names"]["kind"]);
         assert!(serde_json::from_value::<DynamicObject>(a).is_ok());
-    }
-
-    /// The positive control of the verdict: a core that never establishes its XRDs fails the bench
-    /// with a message, not a figure.
-    #[tokio::test]
-    async fn a_core_that_never_establishes_fails_the_bench() {
-        let (tx, mut rx) = watch::channel(Tally {
-            established: 3,
-            errors: 1,
-            restarts: 0,
-            last_error: Some("connection refused".into()),
-        });
-        let err = wait(&mut rx, 10, Duration::from_millis(50), "the core")
-            .await
-            .expect_err("10 XRDs were never Established");
-        let text = err.to_string();
-        assert!(text.contains("established 3 of 10 XRDs"), "{text}");
-        assert!(text.contains("1 errors (last: connection refused)"), "{text}");
-        tx.send_modify(|t| t.established = 10);
-        wait(&mut rx, 10, Duration::from_millis(50), "the core")
-            .await
-            .expect("all 10 are Established");
     }
 }
