@@ -4,6 +4,7 @@
 //! until all were Established.
 
 use std::{
+    collections::BTreeMap,
     path::{Path, PathBuf},
     process::Command,
     time::{Duration, Instant},
@@ -99,6 +100,15 @@ pub struct Run {
     pub standby: Usage,
     /// CPU time of kube-apiserver and etcd over the window.
     pub apiserver_cpu_seconds: f64,
+    /// The replicas' requests over the window, by verb, Leases apart (from the audit log).
+    pub requests: BTreeMap<String, usize>,
+}
+
+impl Run {
+    /// The replicas' requests (Leases apart) per XRD or XR.
+    pub fn requests_per_item(&self) -> f64 {
+        self.requests.values().sum::<usize>() as f64 / self.count.max(1) as f64
+    }
 }
 
 /// How long the leader's resident set may take to settle.
@@ -293,6 +303,7 @@ async fn measure(
         pids: [leader.process.pid(), standby.process.pid()],
         apiserver,
         logs: &logs,
+        cluster,
     };
     let m = match work {
         Work::Xrds => load::xrds(&target, n).await,
@@ -312,5 +323,6 @@ async fn measure(
         leader: m.leader,
         standby: m.standby,
         apiserver_cpu_seconds: m.apiserver_cpu_seconds,
+        requests: m.requests,
     })
 }

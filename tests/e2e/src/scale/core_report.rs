@@ -76,7 +76,9 @@ pub fn markdown(runs: &[Run]) -> String {
          from the first create until a watch had seen every XRD `Established=True` (every XR \
          `Ready=True`); the watch's errors and re-lists are counted and shown. **CPU** is user plus \
          system time over that window; **RSS now** is `VmRSS` at its end and **peak** is \
-         `VmHWM`; **apiserver CPU** is that of kube-apiserver and etcd over the window.\n",
+         `VmHWM`; **apiserver CPU** is that of kube-apiserver and etcd over the window; **requests** are the \
+         replicas' own (user agent `crossplane/...`, which both send) to the apiserver over the window, \
+         Leases apart, from the audit log, per XRD or XR.\n",
         Core::Rust.label(),
         Core::Go.label(),
     );
@@ -120,8 +122,8 @@ fn idle_table(md: &mut String, runs: &[Run]) {
     }
     let _ = writeln!(
         md,
-        "\nThe median of the runs, one per XRD count, each measured before its XRDs; a run whose leader did \
-         not settle within 60 s gives its last sample: {}.\n",
+        "\nThe median of each core's runs (one per row below), each measured before its XRDs or XRs; a run \
+         whose leader did not settle within 60 s gives its last sample: {}.\n",
         match runs.iter().filter(|r| !r.idle.settled).count() {
             0 => "none did".to_owned(),
             k => format!("{k} did"),
@@ -139,13 +141,23 @@ fn heading(work: Work) -> (&'static str, &'static str) {
     }
 }
 
+/// `get 1.00, list 0.10, ...`: the requests per item by verb.
+fn verbs(r: &Run) -> String {
+    r.requests
+        .iter()
+        .map(|(v, k)| format!("{v} {:.2}", *k as f64 / r.count.max(1) as f64))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn work_table(md: &mut String, runs: &[Run], work: Work) {
     let (title, what) = heading(work);
     let _ = writeln!(md, "### {title}\n");
     let _ = writeln!(
         md,
-        "| {what} | Core | Done after | Created in | Watch errors / re-lists | Leader CPU s | Leader RSS MiB, idle → now (peak) | Standby RSS MiB, now (peak) | Apiserver CPU s | Bound by |\n\
-         |---:|---|---:|---:|---:|---:|---:|---:|---:|---|"
+        "| {what} | Core | Done after | Created in | Watch errors / re-lists | Leader CPU s | Leader RSS MiB, idle → now (peak) | Standby RSS MiB, now (peak) | Apiserver CPU s | Requests per {} (by verb) | Bound by |\n\
+         |---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
+        what.trim_end_matches('s')
     );
     for n in counts(runs, work) {
         for core in [Core::Rust, Core::Go] {
@@ -154,7 +166,7 @@ fn work_table(md: &mut String, runs: &[Run], work: Work) {
             };
             let _ = writeln!(
                 md,
-                "| {n} | {} | {:.1} s | {:.1} s | {} / {} | {:.2} | {:.1} → {:.1} ({:.1}) | {:.1} ({:.1}) | {:.1} | {} |",
+                "| {n} | {} | {:.1} s | {:.1} s | {} / {} | {:.2} | {:.1} → {:.1} ({:.1}) | {:.1} ({:.1}) | {:.1} | {:.2} ({}) | {} |",
                 core.label(),
                 r.done_seconds,
                 r.create_seconds,
@@ -167,6 +179,8 @@ fn work_table(md: &mut String, runs: &[Run], work: Work) {
                 r.standby.rss_mib,
                 r.standby.peak_rss_mib,
                 r.apiserver_cpu_seconds,
+                r.requests_per_item(),
+                verbs(r),
                 bound(r).unwrap_or("–"),
             );
         }
@@ -179,7 +193,7 @@ fn ratio_table(md: &mut String, runs: &[Run], work: Work) {
     let _ = writeln!(md, "Ratios, upstream's figure over ours:\n");
     let _ = writeln!(
         md,
-        "| {what} | Time until done | Leader CPU s | Leader RSS now | Leader peak RSS |\n|---:|---:|---:|---:|---:|"
+        "| {what} | Time until done | Leader CPU s | Leader RSS now | Leader peak RSS | Requests |\n|---:|---:|---:|---:|---:|---:|"
     );
     for n in counts(runs, work) {
         let (Some(ours), Some(up)) = (find(runs, Core::Rust, work, n), find(runs, Core::Go, work, n)) else {
@@ -187,11 +201,12 @@ fn ratio_table(md: &mut String, runs: &[Run], work: Work) {
         };
         let _ = writeln!(
             md,
-            "| {n} | {} | {} | {} | {} |",
+            "| {n} | {} | {} | {} | {} | {} |",
             ratio(up.done_seconds, ours.done_seconds),
             ratio(up.leader.cpu_seconds, ours.leader.cpu_seconds),
             ratio(up.leader.rss_mib, ours.leader.rss_mib),
             ratio(up.leader.peak_rss_mib, ours.leader.peak_rss_mib),
+            ratio(up.requests_per_item(), ours.requests_per_item()),
         );
     }
     let _ = writeln!(md);
@@ -208,6 +223,7 @@ pub fn json(runs: &[Run]) -> Value {
         "runs": runs.iter().map(|r| {
             let mut v = serde_json::to_value(r).unwrap_or(Value::Null);
             v["bound_by"] = bound(r).map_or(Value::Null, Value::from);
+            v["requests_per_item"] = Value::from(r.requests_per_item());
             v
         }).collect::<Vec<_>>(),
     })

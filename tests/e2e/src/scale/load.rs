@@ -3,6 +3,7 @@
 //! apiserver's CPU, over the window from the first create until a watch has seen all done.
 
 use std::{
+    collections::{BTreeMap, HashSet},
     future::Future,
     path::Path,
     time::{Duration, Instant},
@@ -53,6 +54,8 @@ pub struct Target<'a> {
     pub apiserver: &'a [u32],
     /// Where logs go.
     pub logs: &'a Path,
+    /// The cluster, for its audit log.
+    pub cluster: &'a testenv::Cluster,
 }
 
 /// What one window measured.
@@ -69,6 +72,26 @@ pub struct Measured {
     pub standby: Usage,
     /// kube-apiserver's and etcd's CPU seconds over the window.
     pub apiserver_cpu_seconds: f64,
+    /// The core's requests over the window, by verb, Leases apart (from the audit log).
+    pub requests: BTreeMap<String, usize>,
+}
+
+/// The requests of the core's replicas (user agent `crossplane/...`, both cores send it) received
+/// between `from` and `until`, by verb, Leases apart; each request once.
+fn requests(
+    cluster: &testenv::Cluster,
+    from: jiff::Timestamp,
+    until: jiff::Timestamp,
+) -> anyhow::Result<BTreeMap<String, usize>> {
+    let mut by_verb = BTreeMap::new();
+    let mut seen = HashSet::new();
+    for e in cluster.audit().read()?.events {
+        let ours = e.user_agent.starts_with("crossplane/") && e.resource != "leases";
+        if ours && e.received >= from && e.received <= until && seen.insert(e.audit_id.clone()) {
+            *by_verb.entry(e.verb.clone()).or_insert(0) += 1;
+        }
+    }
+    Ok(by_verb)
 }
 
 /// CPU seconds of each of `pids`.
@@ -87,11 +110,11 @@ async fn window(
 ) -> anyhow::Result<Measured> {
     let (watch, mut rx) = tally::count(watched, done);
     let (cpu0, api0) = (cpu(&t.pids)?, cpu(t.apiserver)?);
-    let started = Instant::now();
+    let (from, started) = (jiff::Timestamp::now(), Instant::now());
     create.await?;
     let create_seconds = started.elapsed().as_secs_f64();
     let waited = tally::wait(&mut rx, n, xrds::timeout(n), t.core.label(), what).await;
-    let done_seconds = started.elapsed().as_secs_f64();
+    let (done_seconds, until) = (started.elapsed().as_secs_f64(), jiff::Timestamp::now());
     watch.abort();
     waited?;
     let (cpu1, api1) = (cpu(&t.pids)?, cpu(t.apiserver)?);
@@ -116,6 +139,7 @@ async fn window(
         leader: usage(0)?,
         standby: usage(1)?,
         apiserver_cpu_seconds: api1.iter().sum::<f64>() - api0.iter().sum::<f64>(),
+        requests: requests(t.cluster, from, until)?,
     })
 }
 
@@ -128,13 +152,18 @@ pub async fn xrds(t: &Target<'_>, n: usize) -> anyhow::Result<Measured> {
     .await
 }
 
-/// Waits until the apiserver serves `api`'s kind: its first request to a new CRD can take seconds,
-/// which would otherwise count against the core.
-async fn served_kind(api: &Api<DynamicObject>) -> anyhow::Result<()> {
+/// Waits until the apiserver serves `api`'s kind in `ns` and has taken one write of it (a dry run,
+/// which persists nothing): its first requests to a new CRD take seconds, which would otherwise count
+/// against the core.
+async fn served_kind(api: &Api<DynamicObject>, xr: &DynamicObject) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
-    while let Err(e) = api.list(&kube::api::ListParams::default().limit(1)).await {
+    let dry = kube::api::PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    while let Err(e) = api.create(&dry, xr).await {
         if Instant::now() > deadline {
-            anyhow::bail!("the XRs' kind is not served 60 s after its XRD was Established: {e}");
+            anyhow::bail!("the XRs' kind does not take a write 60 s after its XRD was Established: {e}");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -160,11 +189,30 @@ pub async fn xrs(t: &Target<'_>, n: usize) -> anyhow::Result<Measured> {
     .await;
     watch.abort();
     waited?;
-    served_kind(&xrs::api(t.client)).await?;
+    served_kind(&xrs::namespaced(t.client, t.ns), &xrs::xr(0)?).await?;
     let measured = window(t, xrs::api(t.client), xrs::ready, n, "XRs Ready", async {
         xrs::create(t.client, t.ns, n).await
     })
-    .await;
+    .await?;
     drop(served);
-    measured
+    composed(t, n).await?;
+    Ok(measured)
+}
+
+/// Checks that the function did compose: at least 3 ConfigMaps per XR carry the label
+/// `crossplane.io/composite`, which both cores put on what they compose.
+async fn composed(t: &Target<'_>, n: usize) -> anyhow::Result<()> {
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(t.client.clone(), t.ns);
+    let found = cms
+        .list(&kube::api::ListParams::default().labels("crossplane.io/composite"))
+        .await?
+        .items
+        .len();
+    anyhow::ensure!(
+        found >= 3 * n,
+        "{} made {n} XRs Ready but composed only {found} ConfigMaps of {}",
+        t.core.label(),
+        3 * n
+    );
+    Ok(())
 }

@@ -61,21 +61,30 @@ pub async fn install(client: &kube::Client) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The XR kind in `ns`.
+pub fn namespaced(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk(GROUP, "v1", "XApp");
+    Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk(&gvk))
+}
+
+/// XR number `i`.
+pub fn xr(i: usize) -> anyhow::Result<DynamicObject> {
+    Ok(serde_json::from_value(json!({
+        "apiVersion": format!("{GROUP}/v1"), "kind": "XApp",
+        "metadata": {"name": format!("xr-{i:04}")}, "spec": {"value": format!("{i}")},
+    }))?)
+}
+
 /// Creates XRs `0..n` in `ns`, [`CREATORS`] at a time.
 pub async fn create(client: &kube::Client, ns: &str, n: usize) -> anyhow::Result<()> {
-    let gvk = GroupVersionKind::gvk(GROUP, "v1", "XApp");
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ApiResource::from_gvk(&gvk));
+    let api = namespaced(client, ns);
     let mut set = tokio::task::JoinSet::new();
     let per = n.div_ceil(CREATORS);
     for w in 0..CREATORS {
         let api = api.clone();
         set.spawn(async move {
             for i in (w * per)..((w + 1) * per).min(n) {
-                let xr: DynamicObject = serde_json::from_value(json!({
-                    "apiVersion": format!("{GROUP}/v1"), "kind": "XApp",
-                    "metadata": {"name": format!("xr-{i:04}")}, "spec": {"value": format!("{i}")},
-                }))?;
-                api.create(&PostParams::default(), &xr)
+                api.create(&PostParams::default(), &xr(i)?)
                     .await
                     .with_context(|| format!("creating XR number {i}"))?;
             }
