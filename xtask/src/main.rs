@@ -12,7 +12,9 @@
 //!   node's sandbox image).
 //! - `cargo xtask harness` only builds the harness.
 //! - `cargo xtask bench [--quick]` measures our elector against client-go's and writes `docs/benchmarks.*`;
-//!   `--scale [--size N]...` measures providers at scale, ours against crossplane-runtime's, and writes
+//!   `--scale [--size N]... [--xrds N]... [--xrs N]... [--cores-only | --providers-only]` measures
+//!   providers at scale, ours against crossplane-runtime's, and cores with XRDs and XRs, ours against
+//!   upstream's, and writes
 //!   `docs/scale.*`.
 //! - `cargo xtask chaos [--changes N] [--fence-after N]` runs the full fault schedule, first
 //!   without and then with the server-side fence, prints its summary and writes
@@ -148,12 +150,41 @@ enum Command {
         #[arg(long, conflicts_with = "scale")]
         functions: bool,
         /// Only the scale benchmark: providers, ours against crossplane-runtime's, with 1 000 and 10 000
-        /// NopResources; writes docs/scale.md and docs/scale.json.
+        /// NopResources, and cores, ours against upstream's, with 10, 100 and 500 XRDs; writes
+        /// docs/scale.md and docs/scale.json.
         #[arg(long, conflicts_with = "quick")]
         scale: bool,
         /// With --scale: the numbers of NopResources (repeatable; default 1000 and 10000).
-        #[arg(long = "size", value_name = "N", requires = "scale")]
+        #[arg(
+            long = "size",
+            value_name = "N",
+            requires = "scale",
+            conflicts_with = "cores_only"
+        )]
         sizes: Vec<usize>,
+        /// With --scale: the numbers of XRDs for the cores (repeatable; default 10, 100 and 500).
+        #[arg(
+            long = "xrds",
+            value_name = "N",
+            requires = "scale",
+            conflicts_with = "providers_only"
+        )]
+        xrds: Vec<usize>,
+        /// With --scale: the numbers of XRs for the cores, each composing 3 resources through one
+        /// function (repeatable; default 100).
+        #[arg(
+            long = "xrs",
+            value_name = "N",
+            requires = "scale",
+            conflicts_with = "providers_only"
+        )]
+        xrs: Vec<usize>,
+        /// With --scale: the cores alone, no providers.
+        #[arg(long, requires = "scale", conflicts_with = "providers_only")]
+        cores_only: bool,
+        /// With --scale: the providers alone, no cores.
+        #[arg(long, requires = "scale")]
+        providers_only: bool,
     },
     /// Run the full fault schedule on a fresh control plane: provider-nop and core replicas
     /// hit by kills, stops, restarts, cut-offs, clock skew and rolling updates; the audit-log checker
@@ -235,11 +266,20 @@ fn main() {
         }
         Command::Bench { functions: true, .. } => bench::functions::run(),
         Command::Bench {
-            scale: true, sizes, ..
-        } if sizes.is_empty() => e2e::scale::run(e2e::scale::SIZES),
-        Command::Bench {
-            scale: true, sizes, ..
-        } => e2e::scale::run(&sizes),
+            scale: true,
+            sizes,
+            xrds,
+            xrs,
+            cores_only,
+            providers_only,
+            ..
+        } => e2e::scale::run(&e2e::scale::Options {
+            sizes,
+            xrds,
+            xrs,
+            cores_only,
+            providers_only,
+        }),
         Command::Bench { quick, .. } => bench::run(quick),
         Command::NodeBench { deletions } => node::run(deletions),
         Command::PackageBench { upgrades } => e2e::packages::bench::run(upgrades),

@@ -259,20 +259,54 @@ fn packages(j: &Value) -> anyhow::Result<String> {
     ))
 }
 
-/// Providers at scale: per size, ours against the crossplane-runtime peer.
+/// At scale: per size, providers ours against the crossplane-runtime peer, and per XRD count, cores
+/// ours against upstream's (each part when the artifact holds it).
 fn scale(j: &Value) -> anyhow::Result<String> {
+    let mut parts = Vec::new();
     let runs = at(j, "/runs")?.as_array().context("runs is not a list")?;
-    let find = |provider: &str, size: u64| {
-        runs.iter()
-            .find(|r| r["provider"] == provider && r["size"].as_u64() == Some(size))
-            .with_context(|| format!("no run of {provider} at {size}"))
+    if !runs.is_empty() {
+        parts.push(scale_providers(j, runs)?);
+    }
+    let cores = match j.pointer("/cores/runs") {
+        Some(c) => c.as_array().context("cores.runs is not a list")?.as_slice(),
+        None => &[],
     };
-    let mut sizes: Vec<u64> = runs.iter().filter_map(|r| r["size"].as_u64()).collect();
+    if !cores.is_empty() {
+        parts.push(scale_cores(j, cores)?);
+    }
+    Ok(format!(
+        "`cargo xtask bench --scale` writes [docs/scale.md](docs/scale.md) ({}): {}\n",
+        origin(j)?,
+        parts.join(" ")
+    ))
+}
+
+/// The sorted, distinct values of `field` in `runs`.
+fn counts_of(runs: &[Value], field: &str) -> Vec<u64> {
+    let mut sizes: Vec<u64> = runs.iter().filter_map(|r| r[field].as_u64()).collect();
     sizes.sort_unstable();
     sizes.dedup();
+    sizes
+}
+
+/// The run of `who` (`field_who`) at `n` (`field_n`).
+fn run_of<'a>(
+    runs: &'a [Value],
+    field_who: &str,
+    who: &str,
+    field_n: &str,
+    n: u64,
+) -> anyhow::Result<&'a Value> {
+    runs.iter()
+        .find(|r| r[field_who] == who && r[field_n].as_u64() == Some(n))
+        .with_context(|| format!("no run of {who} at {n}"))
+}
+
+fn scale_providers(j: &Value, runs: &[Value]) -> anyhow::Result<String> {
     let mut parts = Vec::new();
-    for size in sizes {
-        let (ours, peer) = (find("Rust", size)?, find("Go", size)?);
+    for size in counts_of(runs, "size") {
+        let ours = run_of(runs, "provider", "Rust", "size", size)?;
+        let peer = run_of(runs, "provider", "Go", "size", size)?;
         parts.push(format!(
             "{} NopResources Ready in {:.1} s against {:.1} s, leader CPU {:.1} s against {:.1} s, leader \
              peak RSS {:.0} MiB against {:.0} MiB, {:.2} requests per resource against {:.2}",
@@ -288,11 +322,48 @@ fn scale(j: &Value) -> anyhow::Result<String> {
         ));
     }
     Ok(format!(
-        "`cargo xtask bench --scale` writes [docs/scale.md](docs/scale.md) ({}): provider-nop against our \
-         NopResource provider on crossplane-runtime (Go), two replicas each on a control plane of its own, \
-         both at `--max-reconcile-rate {}`. Ours against the peer: {}.\n",
-        origin(j)?,
+        "provider-nop against our NopResource provider on crossplane-runtime (Go), two replicas each on a \
+         control plane of its own, both at `--max-reconcile-rate {}`. Ours against the peer: {}.",
         at(j, "/flags/max_reconcile_rate")?,
+        parts.join("; "),
+    ))
+}
+
+/// The cores' runs of `work` ("xrds" or "xrs"), as one clause per count.
+fn scale_work(runs: &[Value], work: &str, what: &str) -> anyhow::Result<Vec<String>> {
+    let runs: Vec<Value> = runs.iter().filter(|r| r["work"] == work).cloned().collect();
+    let mut parts = Vec::new();
+    for n in counts_of(&runs, "count") {
+        let ours = run_of(&runs, "core", "Rust", "count", n)?;
+        let up = run_of(&runs, "core", "Go", "count", n)?;
+        parts.push(format!(
+            "{} {what} in {:.1} s against {:.1} s, leader CPU {:.1} s against {:.1} s, leader RSS {:.0} MiB \
+             against {:.0} MiB",
+            count(&Value::from(n))?,
+            float(ours, "/done_seconds")?,
+            float(up, "/done_seconds")?,
+            float(ours, "/leader/cpu_seconds")?,
+            float(up, "/leader/cpu_seconds")?,
+            float(ours, "/leader/rss_mib")?,
+            float(up, "/leader/rss_mib")?,
+        ));
+    }
+    Ok(parts)
+}
+
+fn scale_cores(j: &Value, runs: &[Value]) -> anyhow::Result<String> {
+    let mut parts = scale_work(runs, "xrds", "XRDs Established")?;
+    parts.extend(scale_work(
+        runs,
+        "xrs",
+        "XRs composing 3 resources each through one function Ready",
+    )?);
+    Ok(format!(
+        "The cores, ours (`crossplane core start`) against upstream's (v2.3.4, Go), two replicas each at \
+         their defaults on a control plane of its own per count: leader idle RSS with its own CRDs {:.0} \
+         MiB against {:.0} MiB; {}.",
+        float(j, "/cores/idle_median/Rust/leader_rss_mib")?,
+        float(j, "/cores/idle_median/Go/leader_rss_mib")?,
         parts.join("; "),
     ))
 }
@@ -485,6 +556,36 @@ mod tests {
             "a\n<!-- b -->\nnew\n<!-- e -->\nz\n"
         );
         assert!(replace_block("no markers", "<!-- b -->", "<!-- e -->", "x").is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn scale_renders_the_cores_beside_the_providers_or_alone() -> anyhow::Result<()> {
+        let provenance =
+            json!({"commit": "0123456789abcdef", "machine": {"cores": 2, "load_average_1_5_15_min": [1.5]}});
+        let core = |who: &str, secs: f64, rss: f64| {
+            json!({"core": who, "work": "xrds", "count": 10, "done_seconds": secs,
+                   "leader": {"cpu_seconds": 0.5, "rss_mib": rss, "peak_rss_mib": rss}})
+        };
+        let cores = json!({"idle_median": {"Rust": {"leader_rss_mib": 16.0}, "Go": {"leader_rss_mib": 80.0}},
+                           "runs": [core("Rust", 2.0, 20.0), core("Go", 9.0, 90.0)]});
+        let alone = scale(&json!({"provenance": provenance, "runs": [], "cores": cores}))?;
+        assert!(
+            alone.contains("ours (`crossplane core start`) against upstream's"),
+            "{alone}"
+        );
+        assert!(
+            alone.contains(
+                "idle RSS with its own CRDs 16 MiB against 80 MiB; 10 XRDs Established in 2.0 s against 9.0 s"
+            ),
+            "{alone}"
+        );
+        assert!(!alone.contains("NopResources"), "{alone}");
+        let missing = json!({"provenance": provenance, "runs": [], "cores": {"idle_median": {}, "runs": [core("Rust", 2.0, 20.0)]}});
+        assert!(
+            scale(&missing).is_err(),
+            "a count measured for one core only is an error"
+        );
         Ok(())
     }
 

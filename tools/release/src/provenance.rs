@@ -105,8 +105,10 @@ pub const ARTIFACTS: &[Artifact] = &[
         measures: &[
             "crates/managed/src",
             "crates/manager/src",
+            "crates/crossplane/src",
             "providers/provider-nop/src",
             "tests/peers/provider-nop-go",
+            "tests/peers/go.mod",
             "tests/e2e/src/scale",
         ],
     },

@@ -13,7 +13,9 @@ RunFunctionRequest `required_schemas`, field 9) that the installed SDK's generat
 are read and written through protobuf descriptors of those fields, built here with upstream's field
 numbers and types.
 
-Usage: python python.py --address 127.0.0.1:PORT
+Usage: python python.py --address 127.0.0.1:PORT [--tls-certs-dir DIR]
+(with DIR, mutual TLS: DIR holds tls.crt, tls.key and the callers' ca.crt, as a packaged function's
+TLS_SERVER_CERTS_DIR does)
 """
 import argparse
 import traceback
@@ -119,8 +121,13 @@ class Function(grpcv1.FunctionRunnerService):
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--address", required=True)
+    p.add_argument("--tls-certs-dir", help="serve with mutual TLS: tls.crt, tls.key and ca.crt")
     args = p.parse_args()
-    runtime.serve(Function(), args.address, creds=None, insecure=True)
+    if args.tls_certs_dir:
+        creds = runtime.load_credentials(args.tls_certs_dir)
+        runtime.serve(Function(), args.address, creds=creds, insecure=False)
+    else:
+        runtime.serve(Function(), args.address, creds=None, insecure=True)
 
 
 if __name__ == "__main__":

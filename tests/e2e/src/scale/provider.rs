@@ -156,36 +156,8 @@ impl Replica {
     }
 
     fn cpu_seconds(&self) -> anyhow::Result<f64> {
-        cpu_seconds(self.pid)
+        super::procstat::cpu_seconds(self.pid)
     }
-}
-
-/// User plus system CPU time of `pid`, in seconds (`/proc/<pid>/stat`).
-fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).context("reading /proc/<pid>/stat")?;
-    // The command may hold spaces: the fields after it start past the last ')'.
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after the state's field.
-    let ticks: u64 = [11, 12]
-        .iter()
-        .map(|&i| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0))
-        .sum();
-    // /proc counts in USER_HZ, which Linux fixes at 100 for user space whatever the kernel's HZ.
-    Ok(ticks as f64 / 100.0)
-}
-
-/// `VmHWM` of `pid` in MiB.
-fn peak_rss_mib(pid: u32) -> anyhow::Result<f64> {
-    let status =
-        std::fs::read_to_string(format!("/proc/{pid}/status")).context("reading /proc/<pid>/status")?;
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .context("no VmHWM in /proc/<pid>/status")?;
-    Ok(kib as f64 / 1024.0)
 }
 
 /// The sum of `controller_runtime_reconcile_total` at `port`'s /metrics.
@@ -376,7 +348,7 @@ async fn measure(
     let usage = |i: usize| -> anyhow::Result<Usage> {
         Ok(Usage {
             cpu_seconds: replicas[i].cpu_seconds()? - cpu0[i],
-            peak_rss_mib: peak_rss_mib(replicas[i].pid)?,
+            peak_rss_mib: super::procstat::peak_rss_mib(replicas[i].pid)?,
         })
     };
     let (leader_usage, standby_usage) = (usage(leader)?, usage(standby)?);

@@ -4,7 +4,10 @@ use std::fmt::Write as _;
 
 use serde_json::{Value, json};
 
-use super::provider::{Flags, Imp, Run};
+use super::{
+    core,
+    provider::{Flags, Imp, Run},
+};
 
 /// What bounded a run, from its own figures: the rate limit when its reconciles per second reached 90 %
 /// of `--max-reconcile-rate`, the CPU when the leader used 90 % of a core, else the apiserver.
@@ -29,10 +32,10 @@ fn sizes(runs: &[Run]) -> Vec<usize> {
     s
 }
 
-/// The document.
-pub fn markdown(runs: &[Run], flags: Flags, provenance: &Value) -> String {
+/// The document: the providers' section when `runs` holds any, the cores' when `cores` does.
+pub fn markdown(runs: &[Run], cores: &[core::Run], flags: Flags, provenance: &Value) -> String {
     let mut md = String::new();
-    let _ = writeln!(md, "# Providers at scale: ours against crossplane-runtime");
+    let _ = writeln!(md, "# At scale: ours against upstream's");
     let _ = writeln!(md);
     let _ = writeln!(
         md,
@@ -42,6 +45,19 @@ pub fn markdown(runs: &[Run], flags: Flags, provenance: &Value) -> String {
             .unwrap_or("cargo xtask bench --scale"),
         release::provenance::markdown_line(provenance)
     );
+    let _ = writeln!(md);
+    if !runs.is_empty() {
+        providers(&mut md, runs, flags);
+    }
+    if !cores.is_empty() {
+        md.push_str(&super::core_report::markdown(cores));
+    }
+    md
+}
+
+/// The section on providers.
+fn providers(md: &mut String, runs: &[Run], flags: Flags) {
+    let _ = writeln!(md, "## Providers: ours against crossplane-runtime");
     let _ = writeln!(md);
     let _ = writeln!(
         md,
@@ -94,7 +110,12 @@ pub fn markdown(runs: &[Run], flags: Flags, provenance: &Value) -> String {
         }
     }
     let _ = writeln!(md);
-    let _ = writeln!(md, "## Ratios (the peer's figure over ours)");
+    ratios(md, runs);
+}
+
+/// The providers' ratios, and how to read "bound by".
+fn ratios(md: &mut String, runs: &[Run]) {
+    let _ = writeln!(md, "### Ratios (the peer's figure over ours)");
     let _ = writeln!(md);
     let _ = writeln!(
         md,
@@ -130,13 +151,14 @@ pub fn markdown(runs: &[Run], flags: Flags, provenance: &Value) -> String {
          the leader kept 90 % of a core busy, else the apiserver (on this 2-core machine the apiserver, \
          etcd and the provider share the CPU)."
     );
-    md
+    let _ = writeln!(md);
 }
 
-/// The JSON record.
-pub fn json(runs: &[Run], flags: Flags, provenance: &Value) -> Value {
+/// The JSON record: the providers' runs under `runs`, the cores' under `cores`.
+pub fn json(runs: &[Run], cores: &[core::Run], flags: Flags, provenance: &Value) -> Value {
     json!({
         "provenance": provenance,
+        "cores": super::core_report::json(cores),
         "flags": flags,
         "runs": runs.iter().map(|r| json!({
             "provider": r.imp,
