@@ -17,7 +17,13 @@
 //! apiserver per resource by verb from the audit log. What bounds a run is named from those figures: the
 //! rate limit when reconciles per second reach it, the CPU when the leader kept a core busy, else the
 //! apiserver.
+//!
+//! Then [`handover`]: each provider's two replicas under a steady churn of changes, its leader stopped
+//! [`HANDOVERS`] times gracefully and then by a crash, timed by the audit log until the other replica
+//! holds the Lease and until its first reconcile that wrote (each side at its own default timings).
 
+pub mod handover;
+mod handover_report;
 pub mod provider;
 mod report;
 
@@ -30,6 +36,9 @@ use release::{image, target_dir};
 
 /// The sizes when none are given.
 pub const SIZES: &[usize] = &[1_000, 10_000];
+
+/// Graceful and crash handovers per provider.
+pub const HANDOVERS: (usize, usize) = (5, 2);
 
 /// The flags both providers get.
 pub const FLAGS: Flags = Flags {
@@ -73,16 +82,28 @@ pub fn run(sizes: &[usize]) -> anyhow::Result<i32> {
             runs.push(rt.block_on(provider::run(imp, binary, &harness, &dir, size, FLAGS))?);
         }
     }
+    let mut handovers = Vec::new();
+    for (imp, binary) in [(Imp::Rust, &ours), (Imp::Go, &peer)] {
+        let dir = target_dir().join("testbed").join("scale");
+        eprintln!("[scale] {}: handovers under load", imp.label());
+        handovers.push(rt.block_on(handover::run(imp, binary, &harness, &dir, FLAGS, HANDOVERS))?);
+    }
     let docs = testenv::harness::repo_root().join("docs");
-    write(&docs, &runs, &provenance)?;
+    write(&docs, &runs, &handovers, &provenance)?;
     Ok(0)
 }
 
-fn write(docs: &Path, runs: &[provider::Run], provenance: &serde_json::Value) -> anyhow::Result<()> {
-    let md = report::markdown(runs, FLAGS, provenance);
+fn write(
+    docs: &Path,
+    runs: &[provider::Run],
+    handovers: &[handover::Handovers],
+    provenance: &serde_json::Value,
+) -> anyhow::Result<()> {
+    let md = report::markdown(runs, FLAGS, provenance) + "\n" + &handover_report::markdown(handovers);
     let path = docs.join("scale.md");
     std::fs::write(&path, md).with_context(|| format!("writing {}", path.display()))?;
-    let json = report::json(runs, FLAGS, provenance);
+    let mut json = report::json(runs, FLAGS, provenance);
+    json["handovers"] = handover_report::json(handovers);
     let path = docs.join("scale.json");
     std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n")
         .with_context(|| format!("writing {}", path.display()))?;

@@ -21,7 +21,7 @@ use serde::Serialize;
 use tokio::process::{Child, Command};
 
 /// The Lease both implementations stand for.
-const LEASE: &str = "crossplane-leader-election-provider-nop";
+pub(super) const LEASE: &str = "crossplane-leader-election-provider-nop";
 /// How many requests create the resources at once.
 const CREATORS: usize = 16;
 /// How long all of them may take to be Ready.
@@ -106,15 +106,18 @@ impl Run {
 }
 
 /// A replica process.
-struct Replica {
-    identity: String,
+pub(super) struct Replica {
+    /// Its leader election identity (and POD_NAME).
+    pub(super) identity: String,
     child: Child,
     pid: u32,
     metrics: u16,
 }
 
 impl Replica {
-    fn spawn(
+    /// Starts one replica of `imp` standing for the Lease in `namespace` as `identity`, logging to
+    /// `logs/<identity>.log`.
+    pub(super) fn spawn(
         imp: Imp,
         binary: &Path,
         kubeconfig: &Path,
@@ -157,6 +160,38 @@ impl Replica {
 
     fn cpu_seconds(&self) -> anyhow::Result<f64> {
         cpu_seconds(self.pid)
+    }
+
+    /// Sends `signal` to the process.
+    pub(super) fn signal(&self, signal: nix::sys::signal::Signal) -> anyhow::Result<()> {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.pid)?);
+        nix::sys::signal::kill(pid, signal).with_context(|| format!("signalling {}", self.identity))
+    }
+
+    /// Waits until the process has exited.
+    pub(super) async fn wait_exit(&mut self) {
+        let _ = self.child.wait().await;
+    }
+
+    /// Kills the process and waits for it.
+    pub(super) async fn stop(&mut self) {
+        let _ = self.child.start_kill();
+        self.wait_exit().await;
+    }
+
+    /// Waits until its /metrics answers (it has started), for at most a minute.
+    pub(super) async fn wait_serving(&self) -> anyhow::Result<()> {
+        let start = Instant::now();
+        while testenv::http_get(self.metrics, "/metrics").await.is_none() {
+            ensure!(
+                start.elapsed() < Duration::from_secs(60),
+                "{} serves no /metrics on port {} after 60s",
+                self.identity,
+                self.metrics
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
     }
 }
 
@@ -201,7 +236,8 @@ async fn reconciles(port: u16) -> anyhow::Result<f64> {
         .sum())
 }
 
-async fn install_crd(client: &kube::Client) -> anyhow::Result<()> {
+/// Installs the NopResource CRD and waits until it is Established.
+pub(super) async fn install_crd(client: &kube::Client) -> anyhow::Result<()> {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let crd = provider_nop::types::NopResource::crd();
     let name = crd.metadata.name.clone().context("the CRD has no name")?;
@@ -232,7 +268,11 @@ async fn install_crd(client: &kube::Client) -> anyhow::Result<()> {
 }
 
 /// Waits until one of `replicas` holds the Lease; returns its index.
-async fn wait_leader(client: &kube::Client, namespace: &str, replicas: &[Replica]) -> anyhow::Result<usize> {
+pub(super) async fn wait_leader(
+    client: &kube::Client,
+    namespace: &str,
+    replicas: &[Replica],
+) -> anyhow::Result<usize> {
     let start = Instant::now();
     loop {
         let holders = testenv::workload::lease_holders(client, namespace).await?;
@@ -386,8 +426,7 @@ async fn measure(
         imp.label()
     );
     for r in &mut replicas {
-        let _ = r.child.start_kill();
-        let _ = r.child.wait().await;
+        r.stop().await;
     }
 
     // The replicas' requests in the window, one per request (its ResponseComplete stage, or the
