@@ -377,13 +377,18 @@ async fn measure(
     );
     // Count Ready resources from a watch, so that counting costs the apiserver no lists.
     let (tx, mut rx) = tokio::sync::watch::channel(0usize);
+    let watch_failures = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let watch = {
         let api = api.clone();
+        let failures = watch_failures.clone();
         tokio::spawn(async move {
             let mut ready = HashSet::new();
             let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()).applied_objects());
             while let Some(obj) = stream.next().await {
-                let Ok(obj) = obj else { continue };
+                let Ok(obj) = obj else {
+                    failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    continue;
+                };
                 if is_ready(&obj)
                     && let Some(name) = obj.metadata.name
                     && ready.insert(name)
@@ -406,11 +411,19 @@ async fn measure(
     watch.abort();
     if !waited {
         bail!(
-            "{} of {size} NopResources Ready after {}s ({}; logs in {})",
+            "{} of {size} NopResources Ready after {}s ({}; the counting watch failed and was retried {} \
+             times; logs in {})",
             *rx.borrow(),
             READY_TIMEOUT.as_secs(),
             imp.label(),
+            watch_failures.load(std::sync::atomic::Ordering::Relaxed),
             logs.display()
+        );
+    }
+    let watch_failures = watch_failures.load(std::sync::atomic::Ordering::Relaxed);
+    if watch_failures > 0 {
+        eprintln!(
+            "[scale] the watch counting Ready NopResources failed and was retried {watch_failures} times"
         );
     }
     let usage = |i: usize| -> anyhow::Result<Usage> {
