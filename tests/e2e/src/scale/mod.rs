@@ -29,10 +29,16 @@
 //! 100 XRs (or each `--xrs`), each composing 3 ConfigMaps through one function step, until all are
 //! Ready: the Python SDK function served on loopback with mutual TLS, dialled by each core at a
 //! FunctionRevision's `status.endpoint` ([`function`]).
+//!
+//! After the providers' runs, [`handover`]: each provider's two replicas under a steady churn of changes, its leader stopped
+//! [`HANDOVERS`] times gracefully and then by a crash, timed by the audit log until the other replica
+//! holds the Lease and until its first reconcile that wrote (each side at its own default timings).
 
 pub mod core;
 mod core_report;
 mod function;
+pub mod handover;
+mod handover_report;
 pub mod load;
 mod procstat;
 pub mod provider;
@@ -133,6 +139,9 @@ impl Options {
     }
 }
 
+/// Graceful and crash handovers per provider.
+pub const HANDOVERS: (usize, usize) = (5, 2);
+
 /// The flags both providers get.
 pub const FLAGS: Flags = Flags {
     max_reconcile_rate: 100,
@@ -150,6 +159,7 @@ pub fn run(options: &Options) -> anyhow::Result<i32> {
     let rt = release::runtime()?;
     let dir = target_dir().join("testbed").join("scale");
     let mut runs = Vec::new();
+    let mut handovers = Vec::new();
     if !options.sizes().is_empty() {
         let (ours, peer) = provider_binaries()?;
         for &size in options.sizes() {
@@ -157,6 +167,10 @@ pub fn run(options: &Options) -> anyhow::Result<i32> {
                 eprintln!("[scale] {} with {size} NopResources", imp.label());
                 runs.push(rt.block_on(provider::run(imp, binary, &harness, &dir, size, FLAGS))?);
             }
+        }
+        for (imp, binary) in [(Imp::Rust, &ours), (Imp::Go, &peer)] {
+            eprintln!("[scale] {}: handovers under load", imp.label());
+            handovers.push(rt.block_on(handover::run(imp, binary, &harness, &dir, FLAGS, HANDOVERS))?);
         }
     }
     let mut cores = Vec::new();
@@ -171,7 +185,7 @@ pub fn run(options: &Options) -> anyhow::Result<i32> {
         }
     }
     let docs = testenv::harness::repo_root().join("docs");
-    write(&docs, &runs, &cores, &provenance)?;
+    write(&docs, &runs, &cores, &handovers, &provenance)?;
     Ok(0)
 }
 
@@ -203,12 +217,17 @@ fn write(
     docs: &Path,
     runs: &[provider::Run],
     cores: &[core::Run],
+    handovers: &[handover::Handovers],
     provenance: &serde_json::Value,
 ) -> anyhow::Result<()> {
-    let md = report::markdown(runs, cores, FLAGS, provenance);
+    let mut md = report::markdown(runs, cores, FLAGS, provenance);
+    if !handovers.is_empty() {
+        md = md + "\n" + &handover_report::markdown(handovers);
+    }
     let path = docs.join("scale.md");
     std::fs::write(&path, md).with_context(|| format!("writing {}", path.display()))?;
-    let json = report::json(runs, cores, FLAGS, provenance);
+    let mut json = report::json(runs, cores, FLAGS, provenance);
+    json["handovers"] = handover_report::json(handovers);
     let path = docs.join("scale.json");
     std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n")
         .with_context(|| format!("writing {}", path.display()))?;

@@ -21,7 +21,7 @@ use serde::Serialize;
 use tokio::process::{Child, Command};
 
 /// The Lease both implementations stand for.
-const LEASE: &str = "crossplane-leader-election-provider-nop";
+pub(super) const LEASE: &str = "crossplane-leader-election-provider-nop";
 /// How many requests create the resources at once.
 const CREATORS: usize = 16;
 /// How long all of them may take to be Ready.
@@ -106,15 +106,18 @@ impl Run {
 }
 
 /// A replica process.
-struct Replica {
-    identity: String,
+pub(super) struct Replica {
+    /// Its leader election identity (and POD_NAME).
+    pub(super) identity: String,
     child: Child,
     pid: u32,
     metrics: u16,
 }
 
 impl Replica {
-    fn spawn(
+    /// Starts one replica of `imp` standing for the Lease in `namespace` as `identity`, logging to
+    /// `logs/<identity>.log`.
+    pub(super) fn spawn(
         imp: Imp,
         binary: &Path,
         kubeconfig: &Path,
@@ -158,6 +161,38 @@ impl Replica {
     fn cpu_seconds(&self) -> anyhow::Result<f64> {
         super::procstat::cpu_seconds(self.pid)
     }
+
+    /// Sends `signal` to the process.
+    pub(super) fn signal(&self, signal: nix::sys::signal::Signal) -> anyhow::Result<()> {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.pid)?);
+        nix::sys::signal::kill(pid, signal).with_context(|| format!("signalling {}", self.identity))
+    }
+
+    /// Waits until the process has exited.
+    pub(super) async fn wait_exit(&mut self) {
+        let _ = self.child.wait().await;
+    }
+
+    /// Kills the process and waits for it.
+    pub(super) async fn stop(&mut self) {
+        let _ = self.child.start_kill();
+        self.wait_exit().await;
+    }
+
+    /// Waits until its /metrics answers (it has started), for at most a minute.
+    pub(super) async fn wait_serving(&self) -> anyhow::Result<()> {
+        let start = Instant::now();
+        while testenv::http_get(self.metrics, "/metrics").await.is_none() {
+            ensure!(
+                start.elapsed() < Duration::from_secs(60),
+                "{} serves no /metrics on port {} after 60s",
+                self.identity,
+                self.metrics
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
+    }
 }
 
 /// The sum of `controller_runtime_reconcile_total` at `port`'s /metrics.
@@ -173,7 +208,8 @@ async fn reconciles(port: u16) -> anyhow::Result<f64> {
         .sum())
 }
 
-async fn install_crd(client: &kube::Client) -> anyhow::Result<()> {
+/// Installs the NopResource CRD and waits until it is Established.
+pub(super) async fn install_crd(client: &kube::Client) -> anyhow::Result<()> {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let crd = provider_nop::types::NopResource::crd();
     let name = crd.metadata.name.clone().context("the CRD has no name")?;
@@ -204,7 +240,11 @@ async fn install_crd(client: &kube::Client) -> anyhow::Result<()> {
 }
 
 /// Waits until one of `replicas` holds the Lease; returns its index.
-async fn wait_leader(client: &kube::Client, namespace: &str, replicas: &[Replica]) -> anyhow::Result<usize> {
+pub(super) async fn wait_leader(
+    client: &kube::Client,
+    namespace: &str,
+    replicas: &[Replica],
+) -> anyhow::Result<usize> {
     let start = Instant::now();
     loop {
         let holders = testenv::workload::lease_holders(client, namespace).await?;
@@ -309,13 +349,18 @@ async fn measure(
     );
     // Count Ready resources from a watch, so that counting costs the apiserver no lists.
     let (tx, mut rx) = tokio::sync::watch::channel(0usize);
+    let watch_failures = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let watch = {
         let api = api.clone();
+        let failures = watch_failures.clone();
         tokio::spawn(async move {
             let mut ready = HashSet::new();
             let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()).applied_objects());
             while let Some(obj) = stream.next().await {
-                let Ok(obj) = obj else { continue };
+                let Ok(obj) = obj else {
+                    failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    continue;
+                };
                 if is_ready(&obj)
                     && let Some(name) = obj.metadata.name
                     && ready.insert(name)
@@ -338,11 +383,19 @@ async fn measure(
     watch.abort();
     if !waited {
         bail!(
-            "{} of {size} NopResources Ready after {}s ({}; logs in {})",
+            "{} of {size} NopResources Ready after {}s ({}; the counting watch failed and was retried {} \
+             times; logs in {})",
             *rx.borrow(),
             READY_TIMEOUT.as_secs(),
             imp.label(),
+            watch_failures.load(std::sync::atomic::Ordering::Relaxed),
             logs.display()
+        );
+    }
+    let watch_failures = watch_failures.load(std::sync::atomic::Ordering::Relaxed);
+    if watch_failures > 0 {
+        eprintln!(
+            "[scale] the watch counting Ready NopResources failed and was retried {watch_failures} times"
         );
     }
     let usage = |i: usize| -> anyhow::Result<Usage> {
@@ -358,8 +411,7 @@ async fn measure(
         imp.label()
     );
     for r in &mut replicas {
-        let _ = r.child.start_kill();
-        let _ = r.child.wait().await;
+        r.stop().await;
     }
 
     // The replicas' requests in the window, one per request (its ResponseComplete stage, or the
