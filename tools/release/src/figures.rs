@@ -271,6 +271,11 @@ fn scale(j: &Value) -> anyhow::Result<String> {
         Some(c) => c.as_array().context("cores.runs is not a list")?.as_slice(),
         None => &[],
     };
+    if let Some(h) = j.pointer("/handovers").and_then(Value::as_array)
+        && !h.is_empty()
+    {
+        parts.push(scale_handovers(h)?);
+    }
     if !cores.is_empty() {
         parts.push(scale_cores(j, cores)?);
     }
@@ -326,6 +331,39 @@ fn scale_providers(j: &Value, runs: &[Value]) -> anyhow::Result<String> {
          control plane of its own, both at `--max-reconcile-rate {}`. Ours against the peer: {}.",
         at(j, "/flags/max_reconcile_rate")?,
         parts.join("; "),
+    ))
+}
+
+/// The nearest-rank median of `field` over `samples`.
+fn median_of(samples: &Value, field: &str) -> anyhow::Result<f64> {
+    let mut v: Vec<f64> = samples
+        .as_array()
+        .context("handover samples are not a list")?
+        .iter()
+        .filter_map(|s| s[field].as_f64())
+        .collect();
+    anyhow::ensure!(!v.is_empty(), "no handover samples with {field}");
+    v.sort_by(f64::total_cmp);
+    Ok(v[(v.len() - 1) / 2])
+}
+
+fn scale_handovers(all: &[Value]) -> anyhow::Result<String> {
+    let of = |imp: &str| {
+        all.iter()
+            .find(|h| h["imp"] == imp)
+            .with_context(|| format!("no handovers of {imp}"))
+    };
+    let (ours, peer) = (of("Rust")?, of("Go")?);
+    Ok(format!(
+        "Handovers under load, from the signal to the new leader's first reconcile that wrote (p50, each \
+         side at its default lease: {} s and {} s): on SIGTERM {:.0} ms against {:.0} ms, on SIGKILL {:.1} s \
+         against {:.1} s.",
+        at(ours, "/lease_duration_seconds")?,
+        at(peer, "/lease_duration_seconds")?,
+        median_of(at(ours, "/graceful")?, "first_reconcile_ms")?,
+        median_of(at(peer, "/graceful")?, "first_reconcile_ms")?,
+        median_of(at(ours, "/crash")?, "first_reconcile_ms")? / 1000.0,
+        median_of(at(peer, "/crash")?, "first_reconcile_ms")? / 1000.0,
     ))
 }
 
@@ -585,6 +623,37 @@ mod tests {
         assert!(
             scale(&missing).is_err(),
             "a count measured for one core only is an error"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn scale_renders_the_handovers_by_their_medians() -> anyhow::Result<()> {
+        let provenance =
+            json!({"commit": "0123456789abcdef", "machine": {"cores": 2, "load_average_1_5_15_min": [1.5]}});
+        let samples = |ms: &[f64]| {
+            json!(
+                ms.iter()
+                    .map(|m| json!({"first_reconcile_ms": m}))
+                    .collect::<Vec<_>>()
+            )
+        };
+        let handovers = json!([
+            {"imp": "Rust", "lease_duration_seconds": 60, "graceful": samples(&[140.0, 120.0, 900.0]),
+             "crash": samples(&[60035.0, 60079.0])},
+            {"imp": "Go", "lease_duration_seconds": 15, "graceful": samples(&[15900.0, 15400.0, 18600.0]),
+             "crash": samples(&[15674.0, 17795.0])},
+        ]);
+        let text = scale(&json!({"provenance": provenance, "runs": [], "handovers": handovers}))?;
+        assert!(
+            text.contains("default lease: 60 s and 15 s): on SIGTERM 140 ms against 15900 ms, on SIGKILL 60.0 s against 15.7 s"),
+            "{text}"
+        );
+        let empty = json!([{"imp": "Rust", "lease_duration_seconds": 60, "graceful": [], "crash": []},
+                           {"imp": "Go", "lease_duration_seconds": 15, "graceful": [], "crash": []}]);
+        assert!(
+            scale(&json!({"provenance": provenance, "runs": [], "handovers": empty})).is_err(),
+            "handovers without samples give no figure"
         );
         Ok(())
     }
