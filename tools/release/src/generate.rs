@@ -381,39 +381,99 @@ pub fn webhook_service(b: &Deployed) -> Option<(String, i32)> {
 /// The objects of one binary's base, by file name, its image named under `registry`.
 pub fn base(b: &Deployed, registry: &Registry) -> Vec<(String, Value)> {
     let name = b.name;
-    let meta = |n: &str| json!({"name": n, "namespace": NAMESPACE, "labels": labels(name)});
-    let cluster_meta = |n: &str| json!({"name": n, "labels": labels(name)});
-    let subject = json!([{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}]);
-    let selector = json!({"matchLabels": {"app.kubernetes.io/name": name}});
-    let mut out = Vec::new();
-
-    out.push((
+    let mut out = vec![(
         "serviceaccount.yaml".to_owned(),
-        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(name)}),
-    ));
-
-    let election = format!("{name}:leader-election");
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(name, name)}),
+    )];
+    out.extend(election_rbac(b));
+    out.extend(cluster_rbac(b));
     out.push((
-        "role.yaml".to_owned(),
+        "poddisruptionbudget.yaml".to_owned(),
         json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": meta(&election),
-            "rules": rules_json(&manager::controller::rbac::election_needs(b.lease.lease_id)),
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": meta(name, name),
+            // maxUnavailable, not minAvailable: an overlay that scales to one replica must not block drains.
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
+                     "unhealthyPodEvictionPolicy": "AlwaysAllow"},
         }),
     ));
-    out.push((
-        "rolebinding.yaml".to_owned(),
-        json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": meta(&election),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": election},
-            "subjects": subject,
-        }),
-    ));
+    if let Some((service, port)) = webhook_service(b) {
+        // The webhooks' Service: every replica serves them, leader or not.
+        out.push((
+            "service.yaml".to_owned(),
+            json!({
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": meta(name, &service),
+                "spec": {
+                    "selector": {"app.kubernetes.io/name": name},
+                    "ports": [{"name": "webhook", "port": port, "targetPort": "webhook", "protocol": "TCP"}],
+                },
+            }),
+        ));
+    }
+    out.push(("deployment.yaml".to_owned(), deployment(b, registry)));
+    let mut files: Vec<String> = out.iter().map(|(f, _)| f.clone()).collect();
+    files.sort();
+    out.push(("kustomization.yaml".to_owned(), kustomization(&files, None)));
+    out
+}
 
+/// The metadata of binary `binary`'s object `name` in the namespace.
+fn meta(binary: &str, name: &str) -> Value {
+    json!({"name": name, "namespace": NAMESPACE, "labels": labels(binary)})
+}
+
+/// The metadata of binary `binary`'s cluster-scoped object `name`.
+fn cluster_meta(binary: &str, name: &str) -> Value {
+    json!({"name": name, "labels": labels(binary)})
+}
+
+/// The binary's ServiceAccount as a binding's only subject.
+fn subject(binary: &str) -> Value {
+    json!([{"kind": "ServiceAccount", "name": binary, "namespace": NAMESPACE}])
+}
+
+/// The Role and RoleBinding of its Lease.
+fn election_rbac(b: &Deployed) -> Vec<(String, Value)> {
+    let election = format!("{}:leader-election", b.name);
+    vec![
+        (
+            "role.yaml".to_owned(),
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": meta(b.name, &election),
+                "rules": rules_json(&manager::controller::rbac::election_needs(b.lease.lease_id)),
+            }),
+        ),
+        (
+            "rolebinding.yaml".to_owned(),
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": meta(b.name, &election),
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": election},
+                "subjects": subject(b.name),
+            }),
+        ),
+    ]
+}
+
+/// A ClusterRole `name` of binary `binary` that Crossplane's aggregated role takes in, with `rules`.
+fn aggregated_to_crossplane(binary: &str, name: &str, rules: Value) -> Value {
+    let mut m = cluster_meta(binary, name);
+    m["labels"][AGGREGATE_TO_CROSSPLANE] = json!("true");
+    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": m, "rules": rules})
+}
+
+/// Its ClusterRoles (the core's aggregated one with its own rules beside it; a provider's, and the one
+/// that lets the core compose its kinds) and their binding.
+fn cluster_rbac(b: &Deployed) -> Vec<(String, Value)> {
+    let name = b.name;
     let needs = manager::controller::rbac::normalize((b.needs)());
+    let mut out = Vec::new();
     if b.core {
         // The aggregated role: its rules are filled in by the clusterrole-aggregation controller.
         out.push((
@@ -421,21 +481,14 @@ pub fn base(b: &Deployed, registry: &Registry) -> Vec<(String, Value)> {
             json!({
                 "apiVersion": "rbac.authorization.k8s.io/v1",
                 "kind": "ClusterRole",
-                "metadata": cluster_meta(name),
+                "metadata": cluster_meta(name, name),
                 "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {AGGREGATE_TO_CROSSPLANE: "true"}}]},
             }),
         ));
         let system = format!("crossplane:system:{}", aggregate_suffix());
-        let mut m = cluster_meta(&system);
-        m["labels"][AGGREGATE_TO_CROSSPLANE] = json!("true");
         out.push((
             "clusterrole-system.yaml".to_owned(),
-            json!({
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRole",
-                "metadata": m,
-                "rules": rules_json(&needs),
-            }),
+            aggregated_to_crossplane(name, &system, rules_json(&needs)),
         ));
     } else {
         out.push((
@@ -443,7 +496,7 @@ pub fn base(b: &Deployed, registry: &Registry) -> Vec<(String, Value)> {
             json!({
                 "apiVersion": "rbac.authorization.k8s.io/v1",
                 "kind": "ClusterRole",
-                "metadata": cluster_meta(name),
+                "metadata": cluster_meta(name, name),
                 "rules": rules_json(&needs),
             }),
         ));
@@ -455,16 +508,13 @@ pub fn base(b: &Deployed, registry: &Registry) -> Vec<(String, Value)> {
             .map(|crd| Rule::plural(&crd.spec.group, &crd.spec.names.plural, &["", "status"], &["*"]))
             .collect();
         let role = format!("crossplane:provider:{name}:{}", aggregate_suffix());
-        let mut m = cluster_meta(&role);
-        m["labels"][AGGREGATE_TO_CROSSPLANE] = json!("true");
         out.push((
             "clusterrole-aggregate-to-crossplane.yaml".to_owned(),
-            json!({
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRole",
-                "metadata": m,
-                "rules": rules_json(&manager::controller::rbac::normalize(kinds)),
-            }),
+            aggregated_to_crossplane(
+                name,
+                &role,
+                rules_json(&manager::controller::rbac::normalize(kinds)),
+            ),
         ));
     }
     out.push((
@@ -472,44 +522,11 @@ pub fn base(b: &Deployed, registry: &Registry) -> Vec<(String, Value)> {
         json!({
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRoleBinding",
-            "metadata": cluster_meta(name),
+            "metadata": cluster_meta(name, name),
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-            "subjects": subject,
+            "subjects": subject(name),
         }),
     ));
-
-    out.push((
-        "poddisruptionbudget.yaml".to_owned(),
-        json!({
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": meta(name),
-            // maxUnavailable, not minAvailable: an overlay that scales to one replica must not block drains.
-            "spec": {"maxUnavailable": 1, "selector": selector, "unhealthyPodEvictionPolicy": "AlwaysAllow"},
-        }),
-    ));
-
-    if let Some((service, port)) = webhook_service(b) {
-        // The webhooks' Service: every replica serves them, leader or not.
-        out.push((
-            "service.yaml".to_owned(),
-            json!({
-                "apiVersion": "v1",
-                "kind": "Service",
-                "metadata": meta(&service),
-                "spec": {
-                    "selector": {"app.kubernetes.io/name": name},
-                    "ports": [{"name": "webhook", "port": port, "targetPort": "webhook", "protocol": "TCP"}],
-                },
-            }),
-        ));
-    }
-
-    out.push(("deployment.yaml".to_owned(), deployment(b, registry)));
-
-    let mut files: Vec<String> = out.iter().map(|(f, _)| f.clone()).collect();
-    files.sort();
-    out.push(("kustomization.yaml".to_owned(), kustomization(&files, None)));
     out
 }
 
