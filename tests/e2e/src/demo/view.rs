@@ -34,6 +34,32 @@ impl Demo {
             "\n{:<48} {:<28} {:>5}  REPLICAS (* leads, - stands by, x down)",
             "LEASE", "HOLDER", "TRANS"
         );
+        self.lease_rows(&mut out).await;
+        self.resource_rows(&mut out).await;
+        let _ = writeln!(
+            out,
+            "\n{:<48} {:>9} {:>12}",
+            "SERVICEACCOUNT (apiserver audit log)", "REQUESTS", "DENIED (403)"
+        );
+        for (sa, s) in &self.audit.users {
+            let _ = writeln!(out, "{:<48} {:>9} {:>12}", sa, s.requests, s.denied);
+            for e in &s.examples {
+                let _ = writeln!(out, "    denied: {e}");
+            }
+        }
+        // Without a TTY the events are printed as they happen.
+        if self.tty {
+            let _ = writeln!(out);
+            let from = self.events.len().saturating_sub(12);
+            for e in &self.events[from..] {
+                let _ = writeln!(out, "{e}");
+            }
+        }
+        out
+    }
+
+    /// One row per Lease: its holder, transitions, and the replicas that stand for it.
+    async fn lease_rows(&mut self, out: &mut String) {
         for b in demo_deployments() {
             let lease: Option<Lease> = Api::namespaced(self.client.clone(), NS)
                 .get_opt(b.lease.lease_id)
@@ -62,6 +88,10 @@ impl Demo {
                 reps.join("  ")
             );
         }
+    }
+
+    /// The XRD, the XR and what it composed, with their Synced and Ready.
+    async fn resource_rows(&self, out: &mut String) {
         let _ = writeln!(out, "\n{:<62} {:<7} {:<7} NOTE", "RESOURCE", "SYNCED", "READY");
         let c = self.client.clone();
         let xrd = get_json(&c, &xrd_resource(), "xapps.demo.crossplane-rs.io")
@@ -120,25 +150,5 @@ impl Demo {
                 );
             }
         }
-        let _ = writeln!(
-            out,
-            "\n{:<48} {:>9} {:>12}",
-            "SERVICEACCOUNT (apiserver audit log)", "REQUESTS", "DENIED (403)"
-        );
-        for (sa, s) in &self.audit.users {
-            let _ = writeln!(out, "{:<48} {:>9} {:>12}", sa, s.requests, s.denied);
-            for e in &s.examples {
-                let _ = writeln!(out, "    denied: {e}");
-            }
-        }
-        // Without a TTY the events are printed as they happen.
-        if self.tty {
-            let _ = writeln!(out);
-            let from = self.events.len().saturating_sub(12);
-            for e in &self.events[from..] {
-                let _ = writeln!(out, "{e}");
-            }
-        }
-        out
     }
 }
