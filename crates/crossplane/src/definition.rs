@@ -71,6 +71,16 @@ struct Ctx {
     children: Mutex<HashMap<String, Child>>,
     /// How long to wait, per XRD, for RBAC to allow watching its composite resources.
     rbac_wait: Backoff,
+    /// How long to wait, per XRD, before looking again at a CRD that is not Established yet. The
+    /// controller owns the CRDs, so the change that establishes one reconciles its XRD at once; this
+    /// is the fallback, and it backs off because every look applies the CRD again: at 500 ms each,
+    /// 500 new XRDs kept the apiserver too busy to establish their CRDs for minutes.
+    establish_wait: Backoff,
+}
+
+/// The fallback wait for a CRD to be Established: 500 ms doubling to 10 s.
+fn establish_wait() -> Backoff {
+    Backoff::new(Duration::from_millis(500), Duration::from_secs(10))
 }
 
 /// Runs the XRD controller until the term ends.
@@ -90,6 +100,7 @@ pub async fn run(term: TermContext, options: Options) -> Result<(), BoxError> {
         options,
         children: Mutex::new(HashMap::new()),
         rbac_wait: Backoff::default(),
+        establish_wait: establish_wait(),
     });
     ControllerBuilder::new(
         CONTROLLER_NAME,
@@ -169,7 +180,7 @@ async fn reconcile(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -> Resu
     crd.metadata.owner_references = Some(vec![owner]);
     if !apply_crd(&xrd, &ctx, &crd, "composite resource").await? {
         tracing::debug!(xrd = %name, "waiting for the composite CRD to be established");
-        return Ok(Action::requeue(Duration::from_millis(500)));
+        return Ok(Action::requeue(ctx.establish_wait.fail(&name)));
     }
 
     let resource = xr_resource(&xrd).ok_or_else(|| Error::Message("no referenceable version".into()))?;
@@ -184,7 +195,7 @@ async fn reconcile(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -> Resu
     if let Some(claim_crd) = &claim_crd {
         if !apply_crd(&xrd, &ctx, claim_crd, "composite resource claim").await? {
             tracing::debug!(xrd = %name, "waiting for the claim CRD to be established");
-            return Ok(Action::requeue(Duration::from_millis(500)));
+            return Ok(Action::requeue(ctx.establish_wait.fail(&name)));
         }
         start_claim_controller(&xrd, &ctx, &resource).await?;
         conditions.push(
@@ -200,6 +211,7 @@ async fn reconcile(xrd: Arc<CompositeResourceDefinition>, ctx: Arc<Ctx>) -> Resu
     };
     ctx.set_status(&xrd, conditions, Some(controllers)).await?;
     ctx.rbac_wait.succeed(&name);
+    ctx.establish_wait.succeed(&name);
     Ok(Action::await_change())
 }
 
@@ -475,6 +487,8 @@ async fn may_watch(client: &kube::Client, resource: &ApiResource) -> Result<bool
 
 async fn delete(xrd: &CompositeResourceDefinition, ctx: &Ctx) -> Result<Action, Error> {
     let name = xrd.name_any();
+    ctx.rbac_wait.succeed(&name);
+    ctx.establish_wait.succeed(&name);
     let term = Condition::new(
         TYPE_ESTABLISHED,
         ConditionStatus::False,
@@ -532,4 +546,21 @@ pub fn rbac_needs() -> Vec<manager::controller::rbac::Rule> {
         Rule::kind::<CompositeResourceDefinition>(&["finalizers"], &["update"]),
         Rule::kind::<CustomResourceDefinition>(&[""], OWN),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wait_for_an_established_crd_backs_off_to_ten_seconds_and_resets() {
+        let wait = establish_wait();
+        let delays: Vec<Duration> = (0..7).map(|_| wait.fail("x")).collect();
+        assert_eq!(delays[0], Duration::from_millis(500));
+        assert_eq!(delays[1], Duration::from_secs(1));
+        assert_eq!(delays[5], Duration::from_secs(10));
+        assert_eq!(delays[6], Duration::from_secs(10));
+        wait.succeed("x");
+        assert_eq!(wait.fail("x"), Duration::from_millis(500));
+    }
 }
