@@ -471,6 +471,19 @@ async fn test_legacy_usage_composition() -> anyhow::Result<()> {
         })
         .await?;
         usage_named("usage-resource-updated", "updated").await?;
+        // The usage controller makes the using resource an owner of the new Usage. Until it has, the
+        // garbage collector would delete the Usage with its XR (upstream's reconciler works the same
+        // way), so the claim is deleted only once the Usage is owned by its user. Upstream's suite does
+        // not wait here; on a loaded machine the claim could be deleted first.
+        let updated = format!("version=updated,{TEST_LABEL}={}", w.id);
+        crate::support::wait_for("the updated Usage to be owned by its using resource", MIN, || async {
+            let usages = legacy.list(&ListParams::default().labels(&updated)).await?.items;
+            Ok(usages
+                .iter()
+                .any(|u| u.metadata.owner_references.iter().flatten().any(|o| o.kind == "NopResource"))
+                .then_some(()))
+        })
+        .await?;
 
         // ClaimDeleted.
         delete(&w, &claim).await?;
