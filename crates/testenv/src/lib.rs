@@ -41,6 +41,7 @@ pub use ports::{free_port, http_get};
 pub mod postgres;
 pub mod process;
 pub mod support;
+pub mod upstream_core;
 pub mod workload;
 
 pub use audit::{AuditEvent, AuditLog};

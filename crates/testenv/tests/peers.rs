@@ -10,12 +10,11 @@
 
 use std::{
     path::{Path, PathBuf},
-    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
 use anyhow::{Context, Result, ensure};
-use k8s_openapi::api::{coordination::v1::Lease, core::v1::Secret};
+use k8s_openapi::api::coordination::v1::Lease;
 use kube::{
     Api, Client,
     api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams},
@@ -323,55 +322,12 @@ async fn upstream_core_leads_and_hands_over() -> Result<()> {
     let dir = log_dir("upstream_core").join(&ns);
     std::fs::create_dir_all(&dir)?;
 
-    // `core start` needs its CRDs and its client certificates: `core init` makes both. As an init
-    // container, it is run again until it succeeds: a first run can fail on a CRD it has just created
-    // that discovery does not serve yet ("no matches for kind Lock").
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs(180);
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        let err_log = dir.join(format!("core-init-{attempts}.log"));
-        let mut cmd = Command::new(&peers.crossplane);
-        cmd.args(["core", "init", "--enable-webhooks=false", "--namespace", &ns])
-            // kong spells these flags `--cr-ds-path` and `--tlsca-secret-name`; the variables are plain.
-            .env("CRDS_PATH", &peers.crossplane_crds)
-            .env("TLS_CA_SECRET_NAME", "crossplane-root-ca")
-            .env("TLS_CLIENT_SECRET_NAME", "crossplane-tls-client")
-            .env("KUBECONFIG", c.kubeconfig())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&err_log)?);
-        let mut init = Process::spawn("crossplane core init", cmd, &err_log, Output::AsConfigured)?;
-        let code = init.wait_exit_async(Duration::from_secs(120)).await?.code();
-        if code == Some(0) {
-            break;
-        }
-        let err = std::fs::read_to_string(&err_log).unwrap_or_default();
-        let last = err.lines().last().unwrap_or_default().to_owned();
-        ensure!(
-            Instant::now() < deadline,
-            "crossplane core init still fails after {attempts} runs (exit {code:?}): {last}"
-        );
-        eprintln!("upstream core: core init run {attempts} exited {code:?}: {last}; running it again");
-    }
+    // `core start` needs its CRDs and its client certificates: `core init` makes both.
+    let init = testenv::upstream_core::init(&peers, &client, c.kubeconfig(), &ns, &dir).await?;
     eprintln!(
-        "upstream core: core init took {:.1?} ({attempts} runs)",
-        started.elapsed()
+        "upstream core: core init took {:.1?} ({} runs)",
+        init.took, init.runs
     );
-
-    let secret: Secret = Api::namespaced(client.clone(), &ns)
-        .get("crossplane-tls-client")
-        .await?;
-    let tls = dir.join("tls-client");
-    std::fs::create_dir_all(&tls)?;
-    for key in ["ca.crt", "tls.crt", "tls.key"] {
-        let value = secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(key))
-            .with_context(|| format!("core init's client Secret has no {key}"))?;
-        std::fs::write(tls.join(key), &value.0)?;
-    }
 
     let cores_started = Instant::now();
     let mut cores = Vec::new();

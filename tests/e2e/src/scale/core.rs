@@ -134,7 +134,7 @@ async fn init(
     match core {
         Core::Go => {
             let client = cluster.client().await?;
-            upstream::init(&bins.peers, &client, cluster.kubeconfig(), ns, dir).await?;
+            testenv::upstream_core::init(&bins.peers, &client, cluster.kubeconfig(), ns, dir).await?;
         }
         Core::Rust => {
             let log = dir.join("core-init.log");
@@ -247,19 +247,14 @@ pub async fn run(
     work: Work,
     n: usize,
 ) -> anyhow::Result<Run> {
-    if dir.exists() {
-        std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
-    }
-    let mut cp = testenv::ControlPlane::start(dir, harness, false)
-        .await
-        .context("starting a control plane")?;
-    let apiserver: Vec<u32> = [cp.apiserver().pid(), cp.etcd().pid()]
-        .into_iter()
-        .flatten()
-        .collect();
-    let result = measure(core, bins, cp.cluster(), &apiserver, dir, (work, n)).await;
-    cp.stop().context("stopping the control plane")?;
-    result
+    super::on_fresh_control_plane(dir, harness, async |cp| {
+        let apiserver: Vec<u32> = [cp.apiserver().pid(), cp.etcd().pid()]
+            .into_iter()
+            .flatten()
+            .collect();
+        measure(core, bins, cp.cluster(), &apiserver, dir, (work, n)).await
+    })
+    .await
 }
 
 async fn measure(

@@ -9,7 +9,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use jiff::Timestamp;
 use kube::api::PostParams;
 use nix::sys::signal::Signal;
@@ -87,22 +87,17 @@ pub async fn run(
     flags: Flags,
     (graceful, crash): (usize, usize),
 ) -> anyhow::Result<Handovers> {
-    if dir.exists() {
-        std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
-    }
-    let mut cp = testenv::ControlPlane::start(dir, harness, false)
-        .await
-        .context("starting a control plane")?;
-    let pool = Pool {
-        imp,
-        binary,
-        cluster: cp.cluster(),
-        logs: dir.join("logs"),
-        flags,
-    };
-    let result = pool.handovers(graceful, crash).await;
-    cp.stop().context("stopping the control plane")?;
-    result
+    super::on_fresh_control_plane(dir, harness, async |cp| {
+        let pool = Pool {
+            imp,
+            binary,
+            cluster: cp.cluster(),
+            logs: dir.join("logs"),
+            flags,
+        };
+        pool.handovers(graceful, crash).await
+    })
+    .await
 }
 
 /// Two replicas of one provider on one control plane.

@@ -234,3 +234,52 @@ fn write(
     eprintln!("[scale] wrote {} and docs/scale.md", path.display());
     Ok(())
 }
+
+/// Runs `work` on a fresh control plane in `dir` (whatever was there is removed first), then stops the
+/// control plane whatever `work` returned: one per run, so that no run sees another's objects or audit
+/// log.
+async fn on_fresh_control_plane<T>(
+    dir: &Path,
+    harness: &Path,
+    work: impl AsyncFnOnce(&mut testenv::ControlPlane) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
+    }
+    let mut cp = testenv::ControlPlane::start(dir, harness, false)
+        .await
+        .context("starting a control plane")?;
+    let result = work(&mut cp).await;
+    cp.stop().context("stopping the control plane")?;
+    result
+}
+
+/// How many requests create a run's objects at once.
+const CREATORS: usize = 16;
+
+/// Creates objects `0..n` through `api`, [`CREATORS`] requests at a time, object `i` being `object(i)`;
+/// returns when the last create returned. `what` names an object in errors ("XRD", "XR").
+async fn create_all(
+    api: &kube::Api<kube::api::DynamicObject>,
+    n: usize,
+    what: &'static str,
+    object: fn(usize) -> anyhow::Result<kube::api::DynamicObject>,
+) -> anyhow::Result<()> {
+    let mut set = tokio::task::JoinSet::new();
+    let per = n.div_ceil(CREATORS);
+    for w in 0..CREATORS {
+        let api = api.clone();
+        set.spawn(async move {
+            for i in (w * per)..((w + 1) * per).min(n) {
+                api.create(&kube::api::PostParams::default(), &object(i)?)
+                    .await
+                    .with_context(|| format!("creating {what} number {i}"))?;
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(r) = set.join_next().await {
+        r??;
+    }
+    Ok(())
+}

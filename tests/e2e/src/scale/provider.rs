@@ -14,7 +14,7 @@ use futures::StreamExt;
 use jiff::Timestamp;
 use kube::{
     Api, CustomResourceExt,
-    api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams},
+    api::{ApiResource, DynamicObject, Patch, PatchParams},
     runtime::{WatchStreamExt, watcher},
 };
 use serde::Serialize;
@@ -22,8 +22,6 @@ use tokio::process::{Child, Command};
 
 /// The Lease both implementations stand for.
 pub(super) const LEASE: &str = "crossplane-leader-election-provider-nop";
-/// How many requests create the resources at once.
-const CREATORS: usize = 16;
 /// How long all of them may take to be Ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(1800);
 
@@ -269,30 +267,19 @@ fn is_ready(obj: &DynamicObject) -> bool {
         .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
 }
 
-/// Creates `size` NopResources Ready at once, `CREATORS` at a time; returns when the last create
-/// returned.
+/// Creates `size` NopResources Ready at once ([`super::create_all`]).
 async fn create(api: &Api<DynamicObject>, size: usize) -> anyhow::Result<()> {
-    let mut set = tokio::task::JoinSet::new();
-    let per = size.div_ceil(CREATORS);
-    for w in 0..CREATORS {
-        let api = api.clone();
-        set.spawn(async move {
-            for i in (w * per)..((w + 1) * per).min(size) {
-                let obj: DynamicObject = serde_json::from_value(serde_json::json!({
-                    "apiVersion": "nop.crossplane.io/v1alpha1", "kind": "NopResource",
-                    "metadata": {"name": format!("scale-{i:05}")},
-                    "spec": {"forProvider": {"conditionAfter": [
-                        {"time": "0s", "conditionType": "Ready", "conditionStatus": "True"}]}},
-                }))?;
-                api.create(&PostParams::default(), &obj).await?;
-            }
-            anyhow::Ok(())
-        });
-    }
-    while let Some(r) = set.join_next().await {
-        r??;
-    }
-    Ok(())
+    super::create_all(api, size, "NopResource", nop).await
+}
+
+/// NopResource number `i`, Ready at once.
+fn nop(i: usize) -> anyhow::Result<DynamicObject> {
+    Ok(serde_json::from_value(serde_json::json!({
+        "apiVersion": "nop.crossplane.io/v1alpha1", "kind": "NopResource",
+        "metadata": {"name": format!("scale-{i:05}")},
+        "spec": {"forProvider": {"conditionAfter": [
+            {"time": "0s", "conditionType": "Ready", "conditionStatus": "True"}]}},
+    }))?)
 }
 
 /// Runs `imp` with `size` NopResources on a fresh control plane in `dir`.
@@ -304,15 +291,10 @@ pub async fn run(
     size: usize,
     flags: Flags,
 ) -> anyhow::Result<Run> {
-    if dir.exists() {
-        std::fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
-    }
-    let mut cp = testenv::ControlPlane::start(dir, harness, false)
-        .await
-        .context("starting a control plane")?;
-    let result = measure(imp, binary, cp.cluster(), dir, size, flags).await;
-    cp.stop().context("stopping the control plane")?;
-    result
+    super::on_fresh_control_plane(dir, harness, async |cp| {
+        measure(imp, binary, cp.cluster(), dir, size, flags).await
+    })
+    .await
 }
 
 async fn measure(

@@ -3,15 +3,11 @@
 
 use std::time::Duration;
 
-use anyhow::Context;
 use kube::{
     Api,
-    api::{ApiResource, DynamicObject, GroupVersionKind, PostParams},
+    api::{ApiResource, DynamicObject, GroupVersionKind},
 };
 use serde_json::{Value, json};
-
-/// How many requests create the XRDs at once.
-const CREATORS: usize = 16;
 
 /// How long `n` XRDs may take to be Established: 3 minutes, and 2 s more per XRD.
 pub fn timeout(n: usize) -> Duration {
@@ -53,26 +49,9 @@ pub fn established(obj: &DynamicObject) -> bool {
     })
 }
 
-/// Creates XRDs `0..n`, [`CREATORS`] at a time; returns when the last create returned.
+/// Creates XRDs `0..n` at once ([`super::create_all`]).
 pub async fn create(api: &Api<DynamicObject>, n: usize) -> anyhow::Result<()> {
-    let mut set = tokio::task::JoinSet::new();
-    let per = n.div_ceil(CREATORS);
-    for w in 0..CREATORS {
-        let api = api.clone();
-        set.spawn(async move {
-            for i in (w * per)..((w + 1) * per).min(n) {
-                let obj: DynamicObject = serde_json::from_value(xrd(i))?;
-                api.create(&PostParams::default(), &obj)
-                    .await
-                    .with_context(|| format!("creating XRD number {i}"))?;
-            }
-            anyhow::Ok(())
-        });
-    }
-    while let Some(r) = set.join_next().await {
-        r??;
-    }
-    Ok(())
+    super::create_all(api, n, "XRD", |i| Ok(serde_json::from_value(xrd(i))?)).await
 }
 
 #[cfg(test)]

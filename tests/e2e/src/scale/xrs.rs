@@ -10,8 +10,6 @@ use serde_json::json;
 
 /// The XRs' group.
 const GROUP: &str = "xr.scale.crossplane-rs.io";
-/// How many requests create the XRs at once.
-const CREATORS: usize = 16;
 
 /// The script each call runs: 3 ConfigMaps, each marked ready.
 const SCRIPT: &str = r#"
@@ -75,26 +73,9 @@ pub fn xr(i: usize) -> anyhow::Result<DynamicObject> {
     }))?)
 }
 
-/// Creates XRs `0..n` in `ns`, [`CREATORS`] at a time.
+/// Creates XRs `0..n` in `ns` at once ([`super::create_all`]).
 pub async fn create(client: &kube::Client, ns: &str, n: usize) -> anyhow::Result<()> {
-    let api = namespaced(client, ns);
-    let mut set = tokio::task::JoinSet::new();
-    let per = n.div_ceil(CREATORS);
-    for w in 0..CREATORS {
-        let api = api.clone();
-        set.spawn(async move {
-            for i in (w * per)..((w + 1) * per).min(n) {
-                api.create(&PostParams::default(), &xr(i)?)
-                    .await
-                    .with_context(|| format!("creating XR number {i}"))?;
-            }
-            anyhow::Ok(())
-        });
-    }
-    while let Some(r) = set.join_next().await {
-        r??;
-    }
-    Ok(())
+    super::create_all(&namespaced(client, ns), n, "XR", xr).await
 }
 
 /// Whether `obj` is `Ready=True`.
