@@ -529,6 +529,7 @@ fn cannot_run_yet_is_recorded() -> anyhow::Result<()> {
         "TestRequiredResources",
         "TestRequiredSchemas",
         "TestLegacyBindToExistingXR",
+        "TestLegacyPropagateFieldsRemovalToXR",
         "TestCircuitBreaker",
     ] {
         anyhow::ensure!(

@@ -320,6 +320,64 @@ impl World {
         .await
     }
 
+    /// Watches `obj` for `window` and fails if `changed(before, now)` holds for any version of it seen
+    /// meanwhile (upstream's `ClaimUnderTestMustNotChangeWithin` compares the generation,
+    /// `CompositeUnderTestMustNotChangeWithin` the resourceVersion). Returns how many versions it saw.
+    pub async fn must_not_change(
+        &self,
+        window: Duration,
+        obj: &Value,
+        changed: impl Fn(&Value, &Value) -> bool,
+    ) -> anyhow::Result<usize> {
+        use futures::StreamExt;
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .context("name")?;
+        let api = self.api_of(obj).await?;
+        let before = self.get(obj).await?;
+        let rv = before["metadata"]["resourceVersion"]
+            .as_str()
+            .context("resourceVersion")?
+            .to_owned();
+        let params = kube::api::WatchParams::default()
+            .fields(&format!("metadata.name={name}"))
+            .timeout(window.as_secs().try_into().unwrap_or(u32::MAX).saturating_add(10));
+        let mut events = api.watch(&params, &rv).await?.boxed();
+        let deadline = tokio::time::Instant::now() + window;
+        let mut seen = 0;
+        loop {
+            match tokio::time::timeout_at(deadline, events.next()).await {
+                Err(_) => return Ok(seen),
+                Ok(None) => anyhow::bail!(
+                    "the watch of {} ended before {window:?} had passed",
+                    describe(obj)
+                ),
+                Ok(Some(event)) => match event? {
+                    kube::api::WatchEvent::Modified(o) | kube::api::WatchEvent::Added(o) => {
+                        seen += 1;
+                        let now = serde_json::to_value(o)?;
+                        anyhow::ensure!(
+                            !changed(&before, &now),
+                            "{} changed within {window:?}, but it should not have: resourceVersion {} became {}, \
+                             generation {} became {}",
+                            describe(obj),
+                            before["metadata"]["resourceVersion"],
+                            now["metadata"]["resourceVersion"],
+                            before["metadata"]["generation"],
+                            now["metadata"]["generation"]
+                        );
+                    }
+                    kube::api::WatchEvent::Deleted(_) => anyhow::bail!("{} was deleted", describe(obj)),
+                    kube::api::WatchEvent::Bookmark(_) => {}
+                    kube::api::WatchEvent::Error(e) => {
+                        anyhow::bail!("the watch of {} failed: {}", describe(obj), e.message)
+                    }
+                },
+            }
+        }
+    }
+
     /// Deletes each of `objs` (foreground propagation) and waits until all are gone
     /// (upstream's `DeleteResourcesWithPropagationPolicy` and `ResourcesDeletedWithin`).
     pub async fn delete_all(&self, limit: Duration, objs: &[Value]) -> anyhow::Result<()> {

@@ -28,12 +28,6 @@ pub const CANNOT_RUN: &[(&str, &str, &str)] = &[
          node (docs/packages.md), but this suite's control-plane test bed has no node; not written yet",
     ),
     (
-        "TestLegacyPropagateFieldsRemovalToXR",
-        LEGACY,
-        "needs provider-nop running as a package, which needs a node (this suite's test bed has none); not \
-         written yet",
-    ),
-    (
         "TestLegacyPropagateFieldsRemovalToXRAfterUpgrade",
         LEGACY,
         "upgrades Crossplane with its Helm chart between steps, with provider-nop running as a package: needs \
