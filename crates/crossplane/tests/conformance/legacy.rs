@@ -1,10 +1,10 @@
-//! The legacy composition scenarios of upstream's `apiextensions_compositions_legacy_test.go` that run
-//! without a provider:
+//! The legacy composition scenarios of upstream's `apiextensions_compositions_legacy_test.go`:
 //! - `TestLegacyBindToExistingXR` (`test/e2e/manifests/apiextensions/composition/
 //!   legacy-bind-existing-xr`): a claim that names an existing XR binds to it and takes it over;
 //! - `TestLegacyPropagateFieldsRemovalToXR` (`legacy-propagate-field-removals`): what a claim's field
 //!   manager removes from the claim is removed from its XR. Its Composition composes nothing, so it
-//!   needs no provider either.
+//!   needs no provider either;
+//! - `TestLegacyComposition` (`legacy`), with provider-nop of this workspace as a process (below).
 //!
 //! What differs from upstream's run, and why: the Function is the suite's function-dummy of ours, a
 //! `pkg.crossplane.io/v1` Function (upstream applies a v1beta1 one to check that version still works;
@@ -13,8 +13,8 @@
 
 use serde_json::{Value, json};
 
-use super::harness::World;
-use super::manifests::{composition, xrd_v1_with_claim};
+use super::harness::{TEST_LABEL, World};
+use super::manifests::{composition, nop_role, super_secret, xrd_v1_with_claim};
 use super::outcome::{LEGACY, record};
 use crate::{MIN, SEC};
 
@@ -204,4 +204,135 @@ async fn test_legacy_propagate_fields_removal_to_xr() -> anyhow::Result<()> {
         ))
     })
     .await
+}
+
+/// `TestLegacyComposition` (`manifests/apiextensions/composition/legacy`): a claim whose Composition
+/// composes a nested XR (which composes a NopResource) through function-dummy and function-auto-ready
+/// becomes Available, shows the XR's patched status field, and gets its connection secret.
+///
+/// What differs from upstream's run, and why: provider-nop is this workspace's, run as a process
+/// reconciling only this scenario's NopResources (`--label-selector`), so the composed NopResource
+/// carries the scenario's label; upstream installs provider-nop as a Provider package and waits for it
+/// to be Healthy and Active, which needs a node (the packages suite proves that path). function-auto-ready
+/// is ours on the official Python SDK (`tests/functions/auto_ready.py`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn test_legacy_composition() -> anyhow::Result<()> {
+    record("TestLegacyComposition", LEGACY, async {
+        let mut w = World::start("legacy-composition").await?;
+        let auto_ready = w.serve_function("auto_ready.py", "function-auto-ready").await?;
+        let group = format!("{}.nop.example.org", w.id);
+        let api_version = format!("{group}/v1alpha1");
+        let (parent, child) = (format!("parent-{}", w.id), format!("child-{}", w.id));
+        let with_auto_ready = |mut c: Value| {
+            if let Some(steps) = c["spec"]["pipeline"].as_array_mut() {
+                steps.push(json!({"step": "detect-readiness", "functionRef": {"name": auto_ready}}));
+            }
+            c
+        };
+        let (secret, credentials) = super_secret(&w);
+        let mut parent_composition = with_auto_ready(composition(
+            &w,
+            &parent,
+            &api_version,
+            "XNopResource",
+            json!({
+                "desired": {
+                    "composite": {"resource": {"status": {"coolerField": "I'M COOLER!"}},
+                                  "connectionDetails": {"super": "c2VjcmV0Cg=="}},
+                    "resources": {"nested-xr": {"resource": {
+                        "apiVersion": api_version, "kind": "XNopResource",
+                        "spec": {"compositionRef": {"name": child}, "coolField": "I'm cool!"}}}}},
+                "results": [{"severity": "SEVERITY_NORMAL", "message": "I am doing a compose!"}],
+            }),
+            Some(credentials),
+        ));
+        parent_composition["spec"]["writeConnectionSecretsToNamespace"] = json!(w.system);
+        let child_composition = with_auto_ready(composition(
+            &w,
+            &child,
+            &api_version,
+            "XNopResource",
+            json!({
+                "desired": {
+                    "composite": {"resource": {"status": {"coolerField": "I'M COOLER!"}}},
+                    "resources": {"nop-resource-1": {"resource": {
+                        "apiVersion": "nop.crossplane.io/v1alpha1", "kind": "NopResource",
+                        "metadata": {"labels": w.labels()},
+                        "spec": {"forProvider": {"conditionAfter": [
+                            {"conditionType": "Ready", "conditionStatus": "False", "time": "0s"},
+                            {"conditionType": "Ready", "conditionStatus": "True", "time": "1s"}]}}}}}},
+                "results": [{"severity": "SEVERITY_NORMAL", "message": "I am doing a compose!"}],
+            }),
+            None,
+        ));
+        let mut definition = xrd_v1_with_claim(&w, &group, &["coolField"]);
+        definition["spec"]["connectionSecretKeys"] = json!(["super"]);
+        let setup = vec![definition, parent_composition, child_composition, secret, nop_role(&w)];
+
+        // CreatePrerequisites, with provider-nop for this scenario's NopResources.
+        w.apply_all(&setup).await?;
+        w.has_condition(MIN, &setup[0], "Established", "True", "WatchingCompositeResource")
+            .await?;
+        let _provider = provider_nop(&w)?;
+
+        // CreateClaim.
+        let claim = json!({"apiVersion": api_version, "kind": "NopResource",
+                           "metadata": {"namespace": w.ns, "name": "ext-functions", "labels": w.labels()},
+                           "spec": {"coolField": "I'm cool!", "compositionRef": {"name": parent},
+                                    "compositeDeletePolicy": "Foreground",
+                                    "writeConnectionSecretToRef": {"name": "basic-secret"}}});
+        w.apply_all(std::slice::from_ref(&claim)).await?;
+
+        // ClaimIsReady, ClaimHasPatchedField, ConnectionSecretCreated.
+        w.has_condition(MIN, &claim, "Ready", "True", "Available").await?;
+        w.has_field(MIN, &claim, "/status/coolerField", &json!("I'M COOLER!"))
+            .await?;
+        let secret = json!({"apiVersion": "v1", "kind": "Secret",
+                            "metadata": {"namespace": w.ns, "name": "basic-secret"}});
+        crate::support::wait_for("Secret basic-secret with data.super", 30 * SEC, || async {
+            let s = w.api_of(&secret).await?.get_opt("basic-secret").await?;
+            let s = s.map(serde_json::to_value).transpose()?;
+            Ok(s.filter(|s| s.pointer("/data/super") == Some(&json!("c2VjcmV0Cg=="))))
+        })
+        .await?;
+        let xr = crate::xr_of_claim(&w, &claim).await?;
+        let nested = crate::composed(&w, &xr, "XNopResource").await?;
+        anyhow::ensure!(nested.len() == 1, "the XR composed {} nested XRs, not 1", nested.len());
+
+        // DeleteClaim, DeletePrerequisites.
+        w.delete_all(2 * MIN, std::slice::from_ref(&claim)).await?;
+        w.delete_all(3 * MIN, &setup).await?;
+        Ok(format!(
+            "the claim became Available through nested XR {} and its NopResource (provider-nop Ready after \
+             1 s, function-auto-ready), showed status.coolerField and got Secret basic-secret with data.super",
+            nested[0].pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default()
+        ))
+    })
+    .await
+}
+
+/// provider-nop, built from this workspace now, reconciling only the scenario's NopResources (no
+/// leader election: one replica), killed when dropped.
+fn provider_nop(w: &World) -> anyhow::Result<tokio::process::Child> {
+    let cluster = testenv::Cluster::shared()?;
+    let binary = testenv::cargo::binary("provider-nop", "provider-nop")?;
+    let log = std::env::temp_dir().join(format!("conformance-provider-nop-{}.log", w.id));
+    let out = std::fs::File::create(&log)?;
+    Ok(tokio::process::Command::new(binary)
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig())
+        .args([
+            "--poll",
+            "1s",
+            "--metrics-bind-address",
+            "0",
+            "--health-probe-bind-address",
+            "0",
+        ])
+        .args(["--label-selector", &format!("{TEST_LABEL}={}", w.id)])
+        .env_remove("LEADER_ELECTION")
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .kill_on_drop(true)
+        .spawn()?)
 }

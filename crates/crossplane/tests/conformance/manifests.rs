@@ -89,3 +89,15 @@ pub fn super_secret(w: &World) -> (Value, Value) {
                 "secretRef": {"namespace": w.system, "name": "super-secret"}}]),
     )
 }
+
+/// A ClusterRole aggregated to the core granting it NopResources, as the RBAC manager grants a
+/// provider's kinds.
+pub fn nop_role(w: &World) -> Value {
+    let mut labels = w.labels();
+    labels["rbac.crossplane.io/aggregate-to-crossplane"] = json!("true");
+    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+           "metadata": {"name": format!("crossplane:provider:provider-nop-{}:aggregate-to-crossplane", w.id),
+                        "labels": labels},
+           "rules": [{"apiGroups": ["nop.crossplane.io"], "resources": ["nopresources", "nopresources/status"],
+                      "verbs": ["*"]}]})
+}

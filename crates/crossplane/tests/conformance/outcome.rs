@@ -22,12 +22,6 @@ pub const XRDS: &str = "apiextensions_xrds_test.go";
 /// Every upstream scenario named in issue 22 that this suite cannot run yet: name, upstream file, why.
 pub const CANNOT_RUN: &[(&str, &str, &str)] = &[
     (
-        "TestLegacyComposition",
-        LEGACY,
-        "needs provider-nop and function-auto-ready running as packages: the package manager runs them on a \
-         node (docs/packages.md), but this suite's control-plane test bed has no node; not written yet",
-    ),
-    (
         "TestLegacyPropagateFieldsRemovalToXRAfterUpgrade",
         LEGACY,
         "upgrades Crossplane with its Helm chart between steps, with provider-nop running as a package: needs \

@@ -21,7 +21,7 @@ use kube::api::{DeleteParams, ListParams};
 use serde_json::{Value, json};
 
 use super::harness::{TEST_LABEL, World, describe};
-use super::manifests::{composition, xrd_v1_with_claim};
+use super::manifests::{composition, nop_role, xrd_v1_with_claim};
 use super::outcome::record;
 use crate::{MIN, SEC, composed, xr_of_claim};
 
@@ -303,16 +303,6 @@ async fn test_usage_standalone_cluster() -> anyhow::Result<()> {
         Ok(format!("{by_user}; {with_reason}"))
     })
     .await
-}
-
-/// A ClusterRole aggregated to the core granting it NopResources, as the RBAC manager grants a
-/// provider's kinds; and the legacy Usage's API version.
-fn nop_role(w: &World) -> Value {
-    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-           "metadata": {"name": format!("crossplane:provider:provider-nop-{}:aggregate-to-crossplane", w.id),
-                        "labels": with_test_label(w, json!({"rbac.crossplane.io/aggregate-to-crossplane": "true"}))},
-           "rules": [{"apiGroups": ["nop.crossplane.io"], "resources": ["nopresources", "nopresources/status"],
-                      "verbs": ["*"]}]})
 }
 
 /// A legacy (cluster-scoped) NopResource, upstream's: Ready after 10 s (had a provider run it).
