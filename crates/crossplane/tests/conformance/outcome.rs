@@ -24,8 +24,10 @@ pub const CANNOT_RUN: &[(&str, &str, &str)] = &[
     (
         "TestLegacyPropagateFieldsRemovalToXRAfterUpgrade",
         LEGACY,
-        "upgrades Crossplane with its Helm chart between steps, with provider-nop running as a package: needs \
-         a node and a chart upgrade in this suite's test bed",
+        "upgrades Crossplane with its Helm chart from --enable-ssa-claims=false (claims synced by client-side \
+         apply) to the default (server-side apply) between creating and updating the claim. Our core has only \
+         the server-side-apply sync (it accepts --enable-ssa-claims and ignores it), so there is no client-side \
+         mode to upgrade from; TestLegacyPropagateFieldsRemovalToXR covers the server-side half",
     ),
     (
         "TestEnvironmentResolveIfNotPresent",
