@@ -26,7 +26,7 @@
 //! settled with its own CRDs (each core's `core init` installs them), then the XRDs created at once and
 //! the time until a watch has seen all Established, with the leader's CPU seconds, resident set now and
 //! at its peak, and the apiserver's CPU seconds over that window ([`core`], [`load`]). Then, the same way,
-//! 100 XRs (or each `--xrs`), each composing 3 ConfigMaps through one function step, until all are
+//! 100 and 1 000 XRs (or each `--xrs`), each composing 3 ConfigMaps through one function step, until all are
 //! Ready: the Python SDK function served on loopback with mutual TLS, dialled by each core at a
 //! FunctionRevision's `status.endpoint` ([`function`]).
 //!
@@ -62,7 +62,7 @@ pub const SIZES: &[usize] = &[1_000, 10_000];
 pub const XRDS: &[usize] = &[10, 100, 500];
 
 /// The XR counts when none are given.
-pub const XRS: &[usize] = &[100];
+pub const XRS: &[usize] = &[100, 1_000];
 
 /// What to measure.
 #[derive(Clone, Debug)]
