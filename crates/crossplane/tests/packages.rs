@@ -14,6 +14,9 @@ mod mrd;
 #[path = "packages/image_config.rs"]
 mod image_config;
 
+#[path = "packages/registry_auth.rs"]
+mod registry_auth;
+
 use std::time::Duration;
 
 use anyhow::Context;

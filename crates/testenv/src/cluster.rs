@@ -14,7 +14,7 @@ use kube::{
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    ENV_TESTBED, Error, Registry, Result,
+    Authenticated, ENV_TESTBED, Error, Registry, Result,
     audit::AuditLog,
     kubeconfig::{self, Credentials},
 };
@@ -74,6 +74,19 @@ impl Cluster {
             Error::Unexpected(format!(
                 "the test bed in {} runs no OCI registry (it was started by an older build); restart it \
                  (`cargo xtask control-plane down`, then `cargo xtask test`)",
+                self.dir.display()
+            ))
+        })
+    }
+
+    /// The test bed's registry behind HTTP Basic authentication, with the user and password it accepts.
+    /// Fails, saying to restart the test bed, when its state names none (a test bed started by an
+    /// older build).
+    pub fn authenticated_registry(&self) -> Result<&Authenticated> {
+        self.registry()?.authenticated.as_ref().ok_or_else(|| {
+            Error::Unexpected(format!(
+                "the test bed in {} runs no registry with authentication (it was started by an older \
+                 build); restart it (`cargo xtask control-plane down`, then `cargo xtask test`)",
                 self.dir.display()
             ))
         })

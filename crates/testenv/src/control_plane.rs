@@ -15,7 +15,7 @@ use kube::Api;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    Cluster, Component, Error, Registry, Result,
+    Authenticated, Cluster, Component, Error, Registry, Result,
     certs::Pki,
     kubeconfig::{self, Credentials},
     ports::free_port,
@@ -85,6 +85,9 @@ pub struct State {
     /// The OCI registry's port (on 127.0.0.1, or on the node's address with a node).
     #[serde(default)]
     pub registry_port: u16,
+    /// The port of the same registry behind Basic authentication.
+    #[serde(default)]
+    pub auth_registry_port: u16,
 }
 
 impl State {
@@ -154,7 +157,8 @@ impl ControlPlane {
         };
         let pki = Pki::generate(&dir.join("pki"), &extra_sans)?;
         let (etcd_port, etcd_peer_port, apiserver_port) = (free_port()?, free_port()?, free_port()?);
-        let registry_port = free_port()?;
+        let (registry_port, auth_registry_port) = (free_port()?, free_port()?);
+        let registry_auth = registry_credentials(&dir)?;
         let bind: IpAddr = options.node_ip.unwrap_or(IpAddr::from([127, 0, 0, 1]));
         let server = match bind {
             IpAddr::V6(ip) => format!("https://[{ip}]:{apiserver_port}"),
@@ -185,11 +189,20 @@ impl ControlPlane {
             etcd_peer_port,
             apiserver_port,
             registry_port,
+            auth_registry_port,
+            registry_credentials: &registry_auth.1,
         };
         let (etcd_args, apiserver_args, kcm_args) =
             (layout.etcd(), layout.apiserver(), layout.controller_manager());
         let (registry_args, scheduler_args) = (layout.registry(), layout.scheduler());
-        let registry_host = std::net::SocketAddr::new(bind, registry_port).to_string();
+        let registry = Registry {
+            host: std::net::SocketAddr::new(bind, registry_port).to_string(),
+            authenticated: Some(Authenticated {
+                host: std::net::SocketAddr::new(bind, auth_registry_port).to_string(),
+                username: registry_auth.0.0,
+                password: registry_auth.0.1,
+            }),
+        };
         let audit_log = dir.join("audit.log");
         let component = |name: &str, args: Vec<String>| {
             let mut c = Component::new(name, harness, args, dir.join(format!("{name}.log")));
@@ -205,7 +218,7 @@ impl ControlPlane {
             ca: pki.serving_ca.clone(),
             admin_kubeconfig,
             audit_log,
-            registry: Some(Registry { host: registry_host }),
+            registry: Some(registry),
         };
         let mut cp = ControlPlane {
             state: State {
@@ -216,6 +229,7 @@ impl ControlPlane {
                 pids: Vec::new(),
                 node_ip: options.node_ip,
                 registry_port,
+                auth_registry_port,
             },
             etcd: component("etcd", etcd_args),
             apiserver: component("kube-apiserver", apiserver_args),
@@ -451,6 +465,28 @@ impl ControlPlane {
     }
 }
 
+/// Picks the authenticated registry's user and a random password and writes `user:password` to a file
+/// only this user may read, for `harness registry --auth-credentials` (so the password is on no command
+/// line). Returns them and the file.
+fn registry_credentials(dir: &Path) -> Result<((String, String), PathBuf)> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let (user, password) = (
+        "crossplane-rs-tests".to_string(),
+        uuid::Uuid::new_v4().simple().to_string(),
+    );
+    let path = dir.join("registry-credentials");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|mut f| f.write_all(format!("{user}:{password}\n").as_bytes()))
+        .map_err(Error::io("writing the registry's credentials", &path))?;
+    Ok(((user, password), path))
+}
+
 /// Whether an OCI registry at `addr` answers `GET /v2/` with 200 (the distribution spec's version check).
 fn registry_answers(addr: &str) -> bool {
     use std::io::{Read, Write};
@@ -491,6 +527,9 @@ struct Layout<'a> {
     etcd_peer_port: u16,
     apiserver_port: u16,
     registry_port: u16,
+    auth_registry_port: u16,
+    /// The file holding the authenticated registry's `user:password`.
+    registry_credentials: &'a Path,
 }
 
 fn arg(k: &str, v: &dyn std::fmt::Display) -> String {
@@ -572,6 +611,11 @@ impl Layout<'_> {
                 &std::net::SocketAddr::new(self.bind, self.registry_port),
             ),
             arg("disk", &self.dir.join("registry").display()),
+            arg(
+                "auth-address",
+                &std::net::SocketAddr::new(self.bind, self.auth_registry_port),
+            ),
+            arg("auth-credentials", &self.registry_credentials.display()),
         ]
     }
 

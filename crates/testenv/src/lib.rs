@@ -8,7 +8,8 @@
 //!   namespace and ClusterRole-aggregation controllers (Crossplane's RBAC relies on aggregation) as
 //!   separate processes on free loopback ports, with generated certificates,
 //!   RBAC authorization, a service-account issuer and a Metadata-level audit log ([`ControlPlane`]),
-//!   and beside them an OCI registry on loopback that package tests push to and fetch from ([`Registry`]);
+//!   and beside them an OCI registry on loopback that package tests push to and fetch from ([`Registry`]),
+//!   also served behind HTTP Basic authentication ([`Authenticated`]);
 //! - stops, kills, pauses (SIGSTOP), resumes and restarts each of them separately, touching only
 //!   processes it started ([`Component`]);
 //! - gives tests a handle on the cluster ([`Cluster`]): an admin client, a fresh namespace per test,
@@ -51,7 +52,7 @@ pub use control_plane::{ControlPlane, KUBERNETES_SERVICE_IP, Options as ControlP
 pub use error::{Error, Result};
 pub use go_candidate::{CandidateEvent, CandidateOptions, GoCandidate, monotonic_ns};
 pub use node::{Hold, Node, NodeNetwork, NodeTestBed};
-pub use registry::Registry;
+pub use registry::{Authenticated, Registry};
 
 /// The environment variable through which `cargo xtask test` tells tests where the shared test bed is:
 /// the directory that holds its `testbed.json`.

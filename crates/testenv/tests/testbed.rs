@@ -319,3 +319,64 @@ async fn kubectl_reports_the_pinned_version() -> Result<()> {
     );
     Ok(())
 }
+
+/// `GET /v2/` of the registry at `host` with `authorization`: the status line and the
+/// `WWW-Authenticate` header.
+async fn registry_v2(host: &str, authorization: Option<String>) -> Result<(String, Option<String>)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(host).await?;
+    let auth = authorization
+        .map(|a| format!("Authorization: {a}\r\n"))
+        .unwrap_or_default();
+    let request = format!("GET /v2/ HTTP/1.1\r\nHost: {host}\r\n{auth}Connection: close\r\n\r\n");
+    s.write_all(request.as_bytes()).await?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).await?;
+    let head = buf.split("\r\n\r\n").next().unwrap_or_default();
+    let status = head.lines().next().unwrap_or_default().to_string();
+    let challenge = head.lines().find_map(|l| {
+        l.split_once(':')
+            .filter(|(k, _)| k.eq_ignore_ascii_case("www-authenticate"))
+            .map(|(_, v)| v.trim().to_string())
+    });
+    Ok((status, challenge))
+}
+
+/// The registry behind Basic authentication asks for credentials as a distribution registry does (401
+/// with a Basic challenge), refuses a wrong password and serves the right one; the anonymous registry
+/// serves anyone.
+#[tokio::test]
+async fn the_authenticated_registry_challenges_and_accepts_only_its_credentials() -> Result<()> {
+    use base64::{Engine, engine::general_purpose::STANDARD};
+    let c = cluster();
+    let registry = c.registry()?;
+    let auth = c.authenticated_registry()?;
+    assert_ne!(auth.host(), registry.host());
+    let basic =
+        |user: &str, password: &str| Some(format!("Basic {}", STANDARD.encode(format!("{user}:{password}"))));
+
+    let (status, _) = registry_v2(registry.host(), None).await?;
+    ensure!(status.starts_with("HTTP/1.1 200"), "anonymous registry: {status}");
+    let (status, challenge) = registry_v2(auth.host(), None).await?;
+    ensure!(
+        status.starts_with("HTTP/1.1 401"),
+        "without credentials: {status}"
+    );
+    ensure!(
+        challenge
+            .as_deref()
+            .is_some_and(|c| c.starts_with("Basic realm=")),
+        "challenge: {challenge:?}"
+    );
+    let (status, _) = registry_v2(auth.host(), basic(&auth.username, "wrong")).await?;
+    ensure!(
+        status.starts_with("HTTP/1.1 401"),
+        "with a wrong password: {status}"
+    );
+    let (status, _) = registry_v2(auth.host(), basic(&auth.username, &auth.password)).await?;
+    ensure!(
+        status.starts_with("HTTP/1.1 200"),
+        "with its credentials: {status}"
+    );
+    Ok(())
+}

@@ -264,3 +264,92 @@ async fn never_with_an_empty_cache_is_not_cached() {
     assert!(matches!(e, Error::NotCached { .. }), "{e:?}");
     assert!(e.to_string().contains("pull policy is Never"), "{e}");
 }
+
+/// The test bed's registry behind HTTP Basic authentication (401 with a Basic challenge without its
+/// user and password): a push and a fetch without credentials are refused, saying it asks for some; a
+/// pull secret with a wrong password is refused, naming the secret; the right one fetches the package,
+/// and its tags are listed with it.
+#[tokio::test]
+async fn a_registry_that_asks_for_credentials_is_read_with_a_pull_secret() {
+    let cluster = testenv::support::cluster();
+    let auth = match cluster.authenticated_registry() {
+        Ok(a) => a.clone(),
+        Err(e) => panic!("{e}"),
+    };
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let repository = format!("xpkg-test-{nanos}/private");
+    let reference = auth.reference(&repository, "v1");
+    let r = Reference::parse(&reference).expect("a reference");
+    let package = Package::new(provider_meta("private"), vec![crd()]).expect("a package");
+    let image = Image::xpkg(&package, None).expect("an xpkg");
+
+    // Control: the registry enforces authentication.
+    let e = client()
+        .push(&image, &r, None)
+        .await
+        .expect_err("an anonymous push is refused");
+    assert!(matches!(e, Error::Unauthorized { .. }), "{e:?}");
+    let creds = xpkg::registry::Credentials::new(&auth.username, &auth.password);
+    client()
+        .push(&image, &r, Some(&creds))
+        .await
+        .expect("a push with the registry's credentials");
+
+    let e = fetcher()
+        .fetch(&reference, PullPolicy::IfNotPresent, &PullSecrets::default())
+        .await
+        .expect_err("no credentials");
+    assert!(matches!(e, Error::Unauthorized { .. }), "{e:?}");
+    let msg = e.to_string();
+    eprintln!("without credentials: {msg}");
+    for part in [
+        format!("the registry {} refused access to {repository}", auth.host()),
+        "it asks for credentials and no pull secret has any for it".to_string(),
+        "packagePullSecrets".to_string(),
+    ] {
+        assert!(msg.contains(&part), "{part:?} in {msg}");
+    }
+
+    let mut wrong = PullSecrets::default();
+    wrong
+        .add_dockerconfigjson(
+            "wrong",
+            auth.docker_config_json(&auth.username, "wrong").as_bytes(),
+        )
+        .expect("a docker config");
+    let e = fetcher()
+        .fetch(&reference, PullPolicy::IfNotPresent, &wrong)
+        .await
+        .expect_err("a wrong password");
+    assert!(matches!(e, Error::Unauthorized { .. }), "{e:?}");
+    let msg = e.to_string();
+    eprintln!("with a wrong password: {msg}");
+    assert!(
+        msg.contains(&format!(
+            "it refused the credentials of user {} of pull secret wrong",
+            auth.username
+        )),
+        "{msg}"
+    );
+    assert!(!msg.contains(&auth.password), "no password in a message: {msg}");
+
+    let mut good = PullSecrets::default();
+    good.add_dockerconfigjson(
+        "good",
+        auth.docker_config_json(&auth.username, &auth.password).as_bytes(),
+    )
+    .expect("a docker config");
+    let fetched = fetcher()
+        .fetch(&reference, PullPolicy::IfNotPresent, &good)
+        .await
+        .expect("a fetch with the registry's credentials");
+    assert_eq!(*fetched.package, package);
+    let tags = client()
+        .tags(&r, good.for_registry(auth.host()))
+        .await
+        .expect("tags");
+    assert_eq!(tags, ["v1"]);
+}

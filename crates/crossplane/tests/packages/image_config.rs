@@ -3,9 +3,10 @@
 //! image; a pull secret an ImageConfig names is read from the core's namespace, a missing or malformed
 //! one is one condition in words that deletes nothing, and a good one reaches the runtime's Pods.
 //!
-//! The harness registry (go-containerregistry's) requires no authentication, so these tests show the
-//! secret is read (a missing or malformed one fails the fetch) and passed on (`appliedImageConfigRefs`,
-//! the Deployment's `imagePullSecrets`), not that a registry accepted it.
+//! The registry these tests use requires no authentication, so they show the secret is read (a missing
+//! or malformed one fails the fetch) and passed on (`appliedImageConfigRefs`, the Deployment's
+//! `imagePullSecrets`); that a registry asking for credentials accepts them is shown in
+//! `registry_auth.rs`, on the test bed's registry behind Basic authentication.
 //!
 //! Every prefix is unique to the test (`<registry>/<id>/`, `xpkg-<id>.invalid/`): ImageConfigs are
 //! cluster-scoped, and one matching another test's packages would change that test.
@@ -15,7 +16,7 @@ use k8s_openapi::api::core::v1::Secret;
 
 use super::*;
 
-fn image_configs(bed: &Bed) -> Api<DynamicObject> {
+pub(crate) fn image_configs(bed: &Bed) -> Api<DynamicObject> {
     dynamic(
         &bed.client,
         "pkg.crossplane.io",
@@ -27,7 +28,7 @@ fn image_configs(bed: &Bed) -> Api<DynamicObject> {
 
 /// Applies ImageConfig `name` matching `prefix`, rewriting it to `rewrite` and/or naming pull secret
 /// `secret`.
-async fn image_config(
+pub(crate) async fn image_config(
     bed: &Bed,
     name: &str,
     prefix: &str,
@@ -80,7 +81,7 @@ async fn pull_secret(bed: &Bed, name: &str, good: bool) -> anyhow::Result<()> {
 }
 
 /// Waits until the Provider's `Installed` is `status` with a message containing `want`.
-async fn wait_installed(bed: &Bed, name: &str, status: &str, want: &str) -> anyhow::Result<Value> {
+pub(crate) async fn wait_installed(bed: &Bed, name: &str, status: &str, want: &str) -> anyhow::Result<Value> {
     let api = bed.api("Provider");
     wait_for(
         &format!("Provider {name} Installed={status} mentioning {want:?}"),
@@ -100,7 +101,7 @@ async fn wait_installed(bed: &Bed, name: &str, status: &str, want: &str) -> anyh
     .await
 }
 
-fn applied(obj: &Value) -> Vec<(String, String)> {
+pub(crate) fn applied(obj: &Value) -> Vec<(String, String)> {
     let mut refs: Vec<(String, String)> = obj["status"]["appliedImageConfigRefs"]
         .as_array()
         .into_iter()
@@ -125,7 +126,7 @@ fn pull_secret_names(d: &Deployment) -> Vec<String> {
         .unwrap_or_default()
 }
 
-async fn delete_image_configs(bed: &Bed, names: &[&str]) -> anyhow::Result<()> {
+pub(crate) async fn delete_image_configs(bed: &Bed, names: &[&str]) -> anyhow::Result<()> {
     for n in names {
         image_configs(bed).delete(n, &Default::default()).await?;
     }

@@ -15,6 +15,8 @@ pub struct Credentials {
     pub username: String,
     /// The password or token.
     pub password: String,
+    /// The pull secret they come from, for messages (empty when they come from elsewhere).
+    pub secret: String,
 }
 
 impl std::fmt::Debug for Credentials {
@@ -22,11 +24,29 @@ impl std::fmt::Debug for Credentials {
         f.debug_struct("Credentials")
             .field("username", &self.username)
             .field("password", &"<redacted>")
+            .field("secret", &self.secret)
             .finish()
     }
 }
 
 impl Credentials {
+    /// `username` and `password` that come from no pull secret.
+    pub fn new(username: impl Into<String>, password: impl Into<String>) -> Credentials {
+        Credentials {
+            username: username.into(),
+            password: password.into(),
+            secret: String::new(),
+        }
+    }
+
+    /// Whose credentials these are, for a message: `user <username> of pull secret <secret>`.
+    pub fn describe(&self) -> String {
+        match self.secret.as_str() {
+            "" => format!("user {}", self.username),
+            s => format!("user {} of pull secret {s}", self.username),
+        }
+    }
+
     /// The `Authorization: Basic …` value.
     pub fn basic(&self) -> String {
         format!(
@@ -70,7 +90,11 @@ impl PullSecrets {
             .map_err(|e| bad(format!("its .dockerconfigjson is not JSON ({e})")))?;
         for (host, a) in config.auths {
             let creds = match (a.username, a.password, a.auth) {
-                (Some(username), Some(password), _) => Credentials { username, password },
+                (Some(username), Some(password), _) => Credentials {
+                    username,
+                    password,
+                    secret: name.to_string(),
+                },
                 (_, _, Some(auth)) => {
                     let decoded = STANDARD
                         .decode(auth.trim())
@@ -83,6 +107,7 @@ impl PullSecrets {
                     Credentials {
                         username: u.to_string(),
                         password: p.to_string(),
+                        secret: name.to_string(),
                     }
                 }
                 _ => {
@@ -226,6 +251,11 @@ mod tests {
             Some(format!("Basic {auth}"))
         );
         assert!(!format!("{:?}", s.for_registry("docker.io")).contains("s3cret"));
+        assert_eq!(
+            s.for_registry("docker.io").map(Credentials::describe).as_deref(),
+            Some("user robot of pull secret a")
+        );
+        assert_eq!(Credentials::new("u", "p").describe(), "user u");
         let e = s
             .add_dockerconfigjson("b", b"{")
             .expect_err("not json")

@@ -453,7 +453,7 @@ impl Client {
             )
             .await?;
         if a.status == StatusCode::UNAUTHORIZED || a.status == StatusCode::FORBIDDEN {
-            return Err(unauthorized(reference, &registry_message(&a)));
+            return Err(unauthorized(reference, &refused(creds, &a)));
         }
         Ok(a)
     }
@@ -485,9 +485,15 @@ impl Client {
             )
             .await?;
         if !a.status.is_success() {
+            let whose = match creds {
+                Some(c) if a.status == StatusCode::UNAUTHORIZED || a.status == StatusCode::FORBIDDEN => {
+                    format!(" to the credentials of {}", c.describe())
+                }
+                _ => String::new(),
+            };
             return Err(unauthorized(
                 reference,
-                &format!("its token endpoint {realm} answered {}", a.status),
+                &format!("its token endpoint {realm} answered {}{whose}", a.status),
             ));
         }
         token_of(&a.body)
@@ -625,6 +631,19 @@ fn registry_message(a: &Answer) -> String {
         a.status.to_string()
     } else {
         format!("{}: {}", a.status, text.chars().take(300).collect::<String>())
+    }
+}
+
+/// What a registry said when it refused the request that answered its challenge: the credentials it
+/// was sent (whose they were) and its own words.
+fn refused(creds: Option<&Credentials>, a: &Answer) -> String {
+    match creds {
+        Some(c) => format!(
+            "it refused the credentials of {}: {}",
+            c.describe(),
+            registry_message(a)
+        ),
+        None => registry_message(a),
     }
 }
 
