@@ -349,18 +349,26 @@ async fn apply_crd(
 ) -> Result<bool, Error> {
     let crds = Api::<CustomResourceDefinition>::all(ctx.client.clone());
     let name = crd.name_any();
-    if let Some(existing) = crds.get_opt(&name).await?
-        && !controlled_by(&existing, xrd)
-    {
-        let msg = format!(
-            "cannot apply rendered {what} CustomResourceDefinition: {name} is not controlled by this XRD"
-        );
-        ctx.set_status(xrd, vec![Condition::reconcile_error(&msg)], None)
-            .await?;
-        return Err(Error::Message(msg));
+    let config = crate::applied::stamp(serde_json::to_value(crd).map_err(|e| Error::Message(e.to_string()))?);
+    let existing = crds.get_opt(&name).await?;
+    if let Some(existing) = &existing {
+        if !controlled_by(existing, xrd) {
+            let msg = format!(
+                "cannot apply rendered {what} CustomResourceDefinition: {name} is not controlled by this XRD"
+            );
+            ctx.set_status(xrd, vec![Condition::reconcile_error(&msg)], None)
+                .await?;
+            return Err(Error::Message(msg));
+        }
+        // While the CRD waits to be Established, the XRD is reconciled on every change to it; applying
+        // the same CRD again each time costs the apiserver a CRD's validation for nothing.
+        let current = serde_json::to_value(existing).map_err(|e| Error::Message(e.to_string()))?;
+        if crate::applied::unchanged(&config, &current) {
+            return Ok(established(existing));
+        }
     }
     let pp = PatchParams::apply(CONTROLLER).force();
-    let applied = match crds.patch(&name, &pp, &Patch::Apply(crd)).await {
+    let applied = match crds.patch(&name, &pp, &Patch::Apply(&config)).await {
         Ok(c) => c,
         Err(e) if !manager::fence::is_not_leader(&e) => {
             let msg = format!(
@@ -373,11 +381,15 @@ async fn apply_crd(
         }
         Err(e) => return Err(e.into()),
     };
-    Ok(applied
-        .status
+    Ok(established(&applied))
+}
+
+/// Whether `crd` is `Established=True`.
+fn established(crd: &CustomResourceDefinition) -> bool {
+    crd.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True")))
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"))
 }
 
 /// Whether `crd` names `xrd` as its controller.

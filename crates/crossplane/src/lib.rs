@@ -12,6 +12,7 @@
 //! reconcile metrics are the manager's ([`manager::controller::ControllerBuilder`]).
 #![forbid(unsafe_code)]
 
+pub mod applied;
 pub mod claim;
 pub mod cli;
 pub mod composite;
