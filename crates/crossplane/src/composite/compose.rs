@@ -46,6 +46,8 @@ struct Placed {
     api: Api<DynamicObject>,
     resource: Value,
     ready: bool,
+    /// Whether the observed resource already holds `resource` (nothing to apply).
+    unchanged: bool,
 }
 
 /// One compose; returns the outcome and the XR status overlay from To* patches.
@@ -278,12 +280,19 @@ async fn place(
             name: name.clone(),
             namespace,
         });
+        // Every reconcile would apply every composed resource again; one that already holds what was
+        // last applied, unchanged since, costs the apiserver a full apply for nothing.
+        let res = crate::applied::stamp(res);
+        let unchanged = observed
+            .get(template)
+            .is_some_and(|o| crate::applied::unchanged(&res, &o.resource));
         placed.push(Placed {
             template: template.clone(),
             name,
             api,
             resource: res,
             ready: *ready,
+            unchanged,
         });
     }
     Ok((placed, refs))
@@ -401,8 +410,16 @@ async fn apply(
     let mut outcome = Outcome::default();
     let pp = PatchParams::apply(&format!("{FIELD_MANAGER_COMPOSED}/{uid}")).force();
     for p in placed {
-        match p.api.patch(&p.name, &pp, &Patch::Apply(&p.resource)).await {
-            Ok(_) => {}
+        let applied = if p.unchanged {
+            Ok(())
+        } else {
+            p.api
+                .patch(&p.name, &pp, &Patch::Apply(&p.resource))
+                .await
+                .map(|_| ())
+        };
+        match applied {
+            Ok(()) => {}
             Err(kube::Error::Api(s)) if s.code == 422 => {
                 tracing::warn!(xr = %key(xr), resource = %p.template, error = %s.message, "cannot apply composed resource");
                 outcome.unsynced.push(p.template.clone());
