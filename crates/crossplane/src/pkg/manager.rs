@@ -97,11 +97,7 @@ pub async fn reconcile(kind: Kind, pkg: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Re
         .then(|| Api::<Pod>::namespaced(ctx.client.clone(), &ctx.namespace));
     let gc_waits = gc(&revs, &pkg, &list, &rev_name, pods.as_ref()).await?;
 
-    let installed = if active {
-        Condition::new(TYPE_INSTALLED, ConditionStatus::True, REASON_ACTIVE)
-    } else {
-        Condition::new(TYPE_INSTALLED, ConditionStatus::False, REASON_INACTIVE)
-    };
+    let installed = installed_condition(active);
     let healthy = healthy_condition(kind, &current, &rev_name, healthy);
     // As upstream: the identifier is the package's own source, the resolved package the image it was
     // fetched from, after ImageConfig rewrites.
@@ -188,6 +184,15 @@ async fn deactivate_others(
         }
     }
     Ok(())
+}
+
+/// The package's `Installed` condition: whether its current revision is active.
+fn installed_condition(active: bool) -> Condition {
+    if active {
+        Condition::new(TYPE_INSTALLED, ConditionStatus::True, REASON_ACTIVE)
+    } else {
+        Condition::new(TYPE_INSTALLED, ConditionStatus::False, REASON_INACTIVE)
+    }
 }
 
 /// The package's `Healthy` condition from its current revision `current` (named `rev_name`) and

@@ -145,39 +145,18 @@ pub async fn run(ctx: TermContext, options: Options) -> Result<(), BoxError> {
             wc.clone(),
         );
         let controller = watch_image_configs(controller, &client, kind.package(), PACKAGE_IMAGES);
-        let name = format!("packages/{}.pkg.crossplane.io", kind.name().to_lowercase());
-        tasks.push(spawner.spawn(
-            name,
-            controller,
-            Duration::from_secs(60),
-            kind,
-            manager::reconcile,
-        ));
+        let timeout = Duration::from_secs(60);
+        tasks.push(spawner.spawn("packages", kind, controller, timeout, manager::reconcile));
         let controller = Controller::new_with(revs, wc.clone(), kind.revision());
         let controller = watch_image_configs(controller, &client, kind.revision(), REVISION_IMAGES);
-        let name = format!(
-            "packagerevisions/{}.pkg.crossplane.io",
-            kind.name().to_lowercase()
-        );
-        tasks.push(spawner.spawn(
-            name,
-            controller,
-            Duration::from_secs(180),
-            kind,
-            revision::reconcile,
-        ));
+        let timeout = Duration::from_secs(180);
+        tasks.push(spawner.spawn("packagerevisions", kind, controller, timeout, revision::reconcile));
     }
     if options.runtime {
         for kind in Kind::ALL.into_iter().filter(|k| k.has_runtime()) {
             let controller = runtime_controller(kind, &client, &options.namespace, &wc);
-            let name = format!("packageruntimes/{}.pkg.crossplane.io", kind.name().to_lowercase());
-            tasks.push(spawner.spawn(
-                name,
-                controller,
-                Duration::from_secs(60),
-                kind,
-                runtime::reconcile,
-            ));
+            let timeout = Duration::from_secs(60);
+            tasks.push(spawner.spawn("packageruntimes", kind, controller, timeout, runtime::reconcile));
         }
     }
     for t in tasks {
@@ -194,14 +173,14 @@ struct Spawner<'a> {
 }
 
 impl Spawner<'_> {
-    /// Spawns `controller`, named `name`, reconciling objects of `kind` with `reconcile` (each
-    /// reconcile at most `timeout`) until the term ends.
+    /// Spawns `controller`, named `<resource>/<kind>.pkg.crossplane.io`, reconciling objects of
+    /// `kind` with `reconcile` (each reconcile at most `timeout`) until the term ends.
     fn spawn<F, Fut>(
         &self,
-        name: String,
+        resource: &str,
+        kind: Kind,
         controller: Controller<DynamicObject>,
         timeout: Duration,
-        kind: Kind,
         reconcile: F,
     ) -> tokio::task::JoinHandle<()>
     where
@@ -210,6 +189,7 @@ impl Spawner<'_> {
             + Send
             + 'static,
     {
+        let name = format!("{resource}/{}.pkg.crossplane.io", kind.name().to_lowercase());
         let token = self.term.token().clone();
         let metrics = self.metrics.clone();
         let c = self.shared.clone();
