@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use crate::connection::{self, ConnectionDetails};
-use crate::input::{PatchType, Resources};
+use crate::input::{ComposedTemplate, PatchType, Resources};
 use crate::patch::{self, Targets, patchset};
 use crate::readiness;
 use crate::validate::{self, ValidationError};
@@ -181,26 +181,45 @@ pub fn compose(
 /// Runs the function.
 pub fn run(req: &Request<'_>) -> Result<Composed, Error> {
     validate::resources(req.input).map_err(Error::InvalidInput)?;
-    let oxr = req.observed_composite;
-    if !oxr.is_object() {
+    if !req.observed_composite.is_object() {
         return Err(Error::CompositeNotObject);
     }
+    let mut dxr = desired_composite(req);
+    let templates =
+        patchset::expand(&req.input.patch_sets, &req.input.resources).map_err(Error::PatchSets)?;
+    let env = environment(req, &mut dxr)?;
+    let mut out = Composed {
+        composite: dxr,
+        environment: env,
+        resources: req.desired.cloned().unwrap_or_default(),
+        ..Composed::default()
+    };
+    for t in &templates {
+        compose_template(req, t, &mut out)?;
+    }
+    Ok(out)
+}
 
+/// The desired composite from previous steps (or an empty one), with the observed
+/// composite's `apiVersion` and `kind`.
+fn desired_composite(req: &Request<'_>) -> Value {
     let mut dxr = match req.desired_composite {
         Some(v @ Value::Object(_)) => v.clone(),
         _ => Value::Object(Map::new()),
     };
     if let Value::Object(m) = &mut dxr {
         for key in ["apiVersion", "kind"] {
-            if let Some(v) = oxr.get(key) {
+            if let Some(v) = req.observed_composite.get(key) {
                 m.insert(key.to_owned(), v.clone());
             }
         }
     }
+    dxr
+}
 
-    let templates =
-        patchset::expand(&req.input.patch_sets, &req.input.resources).map_err(Error::PatchSets)?;
-
+/// The environment from previous steps (or an empty one) after `environment.patches`, which
+/// may also write the desired composite `dxr`.
+fn environment(req: &Request<'_>, dxr: &mut Value) -> Result<Value, Error> {
     let mut env = match req.environment {
         None | Some(Value::Null) => Value::Object(Map::new()),
         Some(v @ Value::Object(_)) => v.clone(),
@@ -208,95 +227,109 @@ pub fn run(req: &Request<'_>) -> Result<Composed, Error> {
     };
     if let Some(environment) = &req.input.environment {
         for (index, p) in environment.patches.iter().enumerate() {
-            patch::apply_environment(p, oxr, &mut env, &mut dxr).map_err(|e| Error::EnvironmentPatch {
-                index,
-                patch_type: p.type_,
-                source: Box::new(e),
+            patch::apply_environment(p, req.observed_composite, &mut env, dxr).map_err(|e| {
+                Error::EnvironmentPatch {
+                    index,
+                    patch_type: p.type_,
+                    source: Box::new(e),
+                }
             })?;
         }
     }
+    Ok(env)
+}
 
-    let mut out = Composed {
-        resources: req.desired.cloned().unwrap_or_default(),
-        ..Composed::default()
+/// Renders template `t` into `out`: its base (or what a previous step desired), the
+/// observed resource's identity, connection details and readiness, then its patches.
+fn compose_template(req: &Request<'_>, t: &ComposedTemplate, out: &mut Composed) -> Result<(), Error> {
+    let mut dcd = match &t.base {
+        Some(base @ Value::Object(_)) => base.clone(),
+        Some(_) => return Err(Error::BadBase(t.name.clone())),
+        None => match out.resources.get(&t.name) {
+            Some(previous) => previous.resource.clone(),
+            None => return Err(Error::NoBase(t.name.clone())),
+        },
     };
-
-    for t in &templates {
-        let mut dcd = match &t.base {
-            Some(base @ Value::Object(_)) => base.clone(),
-            Some(_) => return Err(Error::BadBase(t.name.clone())),
-            None => match out.resources.get(&t.name) {
-                Some(previous) => previous.resource.clone(),
-                None => return Err(Error::NoBase(t.name.clone())),
-            },
-        };
-        let mut ready = Ready::Unspecified;
-
-        let observed = req.observed.get(&t.name);
-        if let Some(ocd) = observed {
-            keep_identity(&mut dcd, &ocd.resource);
-            match connection::extract(&ocd.resource, &ocd.connection_details, &t.connection_details) {
-                Ok(details) => out.connection_details.extend(details),
-                Err(e) => out.warnings.push(format!(
-                    "cannot extract composite resource connection details from composed resource {:?}: {e}",
-                    t.name
-                )),
-            }
-            match readiness::is_ready(&ocd.resource, &t.readiness_checks) {
-                Ok(true) => ready = Ready::True,
-                Ok(false) => {}
-                Err(e) => out.warnings.push(format!(
-                    "cannot check readiness of composed resource {:?}: {e}",
-                    t.name
-                )),
-            }
-        }
-
-        let mut skip = false;
-        for (index, p) in t.patches.iter().enumerate() {
-            let mut targets = Targets {
-                observed_composite: oxr,
-                desired_composite: &mut dxr,
-                observed_composed: observed.map(|o| &o.resource),
-                desired_composed: &mut dcd,
-                environment: &mut env,
-            };
-            let Err(err) = patch::apply_composed(p, &mut targets) else {
-                continue;
-            };
-            if !err.is_required_not_found() {
-                return Err(Error::Patch {
-                    resource: t.name.clone(),
-                    index,
-                    patch_type: p.type_,
-                    source: Box::new(err),
-                });
-            }
-            if p.type_.to_composed_resource() && observed.is_none() {
-                out.warnings.push(format!(
-                    "not adding new composed resource {:?} to desired state because {:?} patch at index {index} has 'policy.fromFieldPath: Required': {err}",
-                    t.name,
-                    p.type_.as_str()
-                ));
-                skip = true;
-                break;
-            }
-            out.warnings.push(format!(
-                "cannot render composed resource {:?} {:?} patch at index {index}: ignoring 'policy.fromFieldPath: Required' because 'to' resource already exists: {err}",
-                t.name,
-                p.type_.as_str()
-            ));
-        }
-        if skip {
-            continue;
-        }
+    let observed = req.observed.get(&t.name);
+    let ready = match observed {
+        Some(ocd) => observe(t, ocd, &mut dcd, out),
+        None => Ready::Unspecified,
+    };
+    if apply_patches(req.observed_composite, t, observed, &mut dcd, out)? {
         out.resources
             .insert(t.name.clone(), DesiredComposed { resource: dcd, ready });
     }
+    Ok(())
+}
 
-    out.composite = dxr;
-    out.environment = env;
-    Ok(out)
+/// Takes what template `t` needs from its observed resource `ocd`: its name and namespace
+/// into `dcd`, its connection details into `out`; returns its readiness. Failures are
+/// warnings.
+fn observe(t: &ComposedTemplate, ocd: &ObservedComposed, dcd: &mut Value, out: &mut Composed) -> Ready {
+    let mut ready = Ready::Unspecified;
+    keep_identity(dcd, &ocd.resource);
+    match connection::extract(&ocd.resource, &ocd.connection_details, &t.connection_details) {
+        Ok(details) => out.connection_details.extend(details),
+        Err(e) => out.warnings.push(format!(
+            "cannot extract composite resource connection details from composed resource {:?}: {e}",
+            t.name
+        )),
+    }
+    match readiness::is_ready(&ocd.resource, &t.readiness_checks) {
+        Ok(true) => ready = Ready::True,
+        Ok(false) => {}
+        Err(e) => out.warnings.push(format!(
+            "cannot check readiness of composed resource {:?}: {e}",
+            t.name
+        )),
+    }
+    ready
+}
+
+/// Runs template `t`'s patches on `dcd` (and `out`'s composite and environment). Returns
+/// whether the resource stays in the desired state: not when a `Required` source is
+/// missing for a resource that does not exist yet.
+fn apply_patches(
+    oxr: &Value,
+    t: &ComposedTemplate,
+    observed: Option<&ObservedComposed>,
+    dcd: &mut Value,
+    out: &mut Composed,
+) -> Result<bool, Error> {
+    for (index, p) in t.patches.iter().enumerate() {
+        let mut targets = Targets {
+            observed_composite: oxr,
+            desired_composite: &mut out.composite,
+            observed_composed: observed.map(|o| &o.resource),
+            desired_composed: dcd,
+            environment: &mut out.environment,
+        };
+        let Err(err) = patch::apply_composed(p, &mut targets) else {
+            continue;
+        };
+        if !err.is_required_not_found() {
+            return Err(Error::Patch {
+                resource: t.name.clone(),
+                index,
+                patch_type: p.type_,
+                source: Box::new(err),
+            });
+        }
+        if p.type_.to_composed_resource() && observed.is_none() {
+            out.warnings.push(format!(
+                "not adding new composed resource {:?} to desired state because {:?} patch at index {index} has 'policy.fromFieldPath: Required': {err}",
+                t.name,
+                p.type_.as_str()
+            ));
+            return Ok(false);
+        }
+        out.warnings.push(format!(
+            "cannot render composed resource {:?} {:?} patch at index {index}: ignoring 'policy.fromFieldPath: Required' because 'to' resource already exists: {err}",
+            t.name,
+            p.type_.as_str()
+        ));
+    }
+    Ok(true)
 }
 
 /// Copies the observed resource's name and namespace into the desired one (removing

@@ -35,107 +35,145 @@ struct Spec {
 
 /// `fmt.Sprintf(format, args...)`.
 pub fn sprintf(format: &str, args: &[&Value]) -> String {
-    let mut out = String::new();
-    let mut arg_num = 0usize;
-    let mut reordered = false;
+    let mut p = Printer {
+        out: String::new(),
+        args,
+        arg_num: 0,
+        reordered: false,
+    };
     let mut rest = format;
     while !rest.is_empty() {
         let Some(pct) = rest.find('%') else {
-            out.push_str(rest);
+            p.out.push_str(rest);
             break;
         };
-        out.push_str(rest.get(..pct).unwrap_or_default());
-        let mut s = rest.get(pct + 1..).unwrap_or_default();
-        let mut spec = Spec::default();
-
-        // Flags.
-        loop {
-            match s.chars().next() {
-                Some('#') => spec.sharp = true,
-                Some('0') => spec.zero = !spec.minus,
-                Some('+') => spec.plus = true,
-                Some('-') => {
-                    spec.minus = true;
-                    spec.zero = false;
-                }
-                Some(' ') => spec.space = true,
-                _ => break,
-            }
-            s = s.get(1..).unwrap_or_default();
+        p.out.push_str(rest.get(..pct).unwrap_or_default());
+        match p.directive(rest.get(pct + 1..).unwrap_or_default()) {
+            Some(after) => rest = after,
+            None => break,
         }
+    }
+    p.extra();
+    p.out
+}
 
-        let mut good_arg_num = true;
-        let mut after_index;
-        (arg_num, s, after_index) = arg_number(arg_num, s, args.len(), &mut reordered, &mut good_arg_num);
+/// One [`sprintf`] in progress (Go's `pp`): the output so far, the arguments and the next one.
+struct Printer<'a> {
+    out: String,
+    args: &'a [&'a Value],
+    arg_num: usize,
+    /// Whether an explicit argument index was seen (then extra arguments are no error).
+    reordered: bool,
+}
 
-        // Width.
+/// Where a directive stands with explicit argument indexes (Go's `goodArgNum`, `afterIndex`).
+#[derive(Debug, Clone, Copy)]
+struct Index {
+    /// No bad index so far.
+    good: bool,
+    /// An index came last.
+    after: bool,
+}
+
+impl Printer<'_> {
+    /// Prints one directive, `s` being what follows its `%`. Returns what follows its verb, or
+    /// `None` when the format ends before a verb.
+    fn directive<'f>(&mut self, s: &'f str) -> Option<&'f str> {
+        let (mut spec, s) = flags(s);
+        let mut index = Index {
+            good: true,
+            after: false,
+        };
+        let s = self.arg_index(s, &mut index);
+        let s = self.width(&mut spec, s, &mut index);
+        let mut s = self.precision(&mut spec, s, &mut index);
+        if !index.after {
+            s = self.arg_index(s, &mut index);
+        }
+        let Some(verb) = s.chars().next() else {
+            self.out.push_str("%!(NOVERB)");
+            return None;
+        };
+        self.verb(verb, spec, index.good);
+        Some(s.get(verb.len_utf8()..).unwrap_or_default())
+    }
+
+    /// Takes an explicit argument index `[n]` at the start of `s`, if there is one.
+    fn arg_index<'f>(&mut self, s: &'f str, index: &mut Index) -> &'f str {
+        let (arg_num, s, after) = arg_number(
+            self.arg_num,
+            s,
+            self.args.len(),
+            &mut self.reordered,
+            &mut index.good,
+        );
+        self.arg_num = arg_num;
+        index.after = after;
+        s
+    }
+
+    /// Takes a width (a number, or `*` for an argument) at the start of `s`.
+    fn width<'f>(&mut self, spec: &mut Spec, s: &'f str, index: &mut Index) -> &'f str {
         if let Some(after) = s.strip_prefix('*') {
-            s = after;
-            match int_arg(args, &mut arg_num) {
+            match int_arg(self.args, &mut self.arg_num) {
                 Some(w) if w < 0 => {
                     spec.minus = true;
                     spec.zero = false;
                     spec.width = Some(w.unsigned_abs() as usize);
                 }
                 Some(w) => spec.width = Some(w as usize),
-                None => out.push_str("%!(BADWIDTH)"),
+                None => self.out.push_str("%!(BADWIDTH)"),
             }
-            after_index = false;
-        } else {
-            let (n, after) = parse_num(s);
-            if let Some(n) = n {
-                spec.width = Some(n);
-                if after_index {
-                    // "%[3]2d" is bad: an index must come right before the verb.
-                    good_arg_num = false;
-                }
-            }
-            s = after;
+            index.after = false;
+            return after;
         }
-
-        // Precision.
-        if let Some(after) = s.strip_prefix('.') {
-            s = after;
-            if after_index {
-                good_arg_num = false;
-            }
-            (arg_num, s, after_index) = arg_number(arg_num, s, args.len(), &mut reordered, &mut good_arg_num);
-            if let Some(after) = s.strip_prefix('*') {
-                s = after;
-                match int_arg(args, &mut arg_num) {
-                    Some(p) if p < 0 => spec.prec = None,
-                    Some(p) => spec.prec = Some(p as usize),
-                    None => out.push_str("%!(BADPREC)"),
-                }
-                after_index = false;
-            } else {
-                let (n, after) = parse_num(s);
-                spec.prec = Some(n.unwrap_or(0));
-                s = after;
+        let (n, after) = parse_num(s);
+        if let Some(n) = n {
+            spec.width = Some(n);
+            if index.after {
+                // "%[3]2d" is bad: an index must come right before the verb.
+                index.good = false;
             }
         }
+        after
+    }
 
-        if !after_index {
-            (arg_num, s, _) = arg_number(arg_num, s, args.len(), &mut reordered, &mut good_arg_num);
-        }
-
-        let Some(verb) = s.chars().next() else {
-            out.push_str("%!(NOVERB)");
-            break;
+    /// Takes a precision (`.` and a number, or `.*` for an argument) at the start of `s`.
+    fn precision<'f>(&mut self, spec: &mut Spec, s: &'f str, index: &mut Index) -> &'f str {
+        let Some(s) = s.strip_prefix('.') else {
+            return s;
         };
-        rest = s.get(verb.len_utf8()..).unwrap_or_default();
+        if index.after {
+            index.good = false;
+        }
+        let s = self.arg_index(s, index);
+        if let Some(after) = s.strip_prefix('*') {
+            match int_arg(self.args, &mut self.arg_num) {
+                Some(p) if p < 0 => spec.prec = None,
+                Some(p) => spec.prec = Some(p as usize),
+                None => self.out.push_str("%!(BADPREC)"),
+            }
+            index.after = false;
+            return after;
+        }
+        let (n, after) = parse_num(s);
+        spec.prec = Some(n.unwrap_or(0));
+        after
+    }
 
+    /// Prints `verb` of the next argument (`good`: no bad argument index).
+    fn verb(&mut self, verb: char, mut spec: Spec, good: bool) {
         if verb == '%' {
-            out.push('%');
-            continue;
+            self.out.push('%');
+            return;
         }
-        if !good_arg_num {
-            out.push_str(&format!("%!{verb}(BADINDEX)"));
-            continue;
+        if !good {
+            self.out.push_str(&format!("%!{verb}(BADINDEX)"));
+            return;
         }
-        let Some(arg) = args.get(arg_num) else {
-            out.push_str(&format!("%!{verb}(MISSING)"));
-            continue;
+        let Some(arg) = self.args.get(self.arg_num) else {
+            self.out.push_str(&format!("%!{verb}(MISSING)"));
+            return;
         };
         if verb == 'v' {
             if spec.sharp {
@@ -147,28 +185,51 @@ pub fn sprintf(format: &str, args: &[&Value]) -> String {
                 spec.plus_v = true;
             }
         }
-        print::print_arg(&mut out, &spec, arg, verb);
-        arg_num += 1;
+        print::print_arg(&mut self.out, &spec, arg, verb);
+        self.arg_num += 1;
     }
 
-    if !reordered && arg_num < args.len() {
-        out.push_str("%!(EXTRA ");
+    /// Go's `%!(EXTRA type=value, ...)` for arguments no verb used (unless indexes reordered them).
+    fn extra(&mut self) {
+        if self.reordered || self.arg_num >= self.args.len() {
+            return;
+        }
+        self.out.push_str("%!(EXTRA ");
         let spec = Spec::default();
-        for (i, arg) in args.iter().skip(arg_num).enumerate() {
+        for (i, arg) in self.args.iter().skip(self.arg_num).enumerate() {
             if i > 0 {
-                out.push_str(", ");
+                self.out.push_str(", ");
             }
             if arg.is_null() {
-                out.push_str("<nil>");
+                self.out.push_str("<nil>");
             } else {
-                out.push_str(type_name(arg));
-                out.push('=');
-                print::print_arg(&mut out, &spec, arg, 'v');
+                self.out.push_str(type_name(arg));
+                self.out.push('=');
+                print::print_arg(&mut self.out, &spec, arg, 'v');
             }
         }
-        out.push(')');
+        self.out.push(')');
     }
-    out
+}
+
+/// The flags at the start of `s`.
+fn flags(mut s: &str) -> (Spec, &str) {
+    let mut spec = Spec::default();
+    loop {
+        match s.chars().next() {
+            Some('#') => spec.sharp = true,
+            Some('0') => spec.zero = !spec.minus,
+            Some('+') => spec.plus = true,
+            Some('-') => {
+                spec.minus = true;
+                spec.zero = false;
+            }
+            Some(' ') => spec.space = true,
+            _ => break,
+        }
+        s = s.get(1..).unwrap_or_default();
+    }
+    (spec, s)
 }
 
 /// `fmt.Sprintf("%v", v)`.

@@ -1,18 +1,27 @@
-//! One metadata watch on one kind, the loop that both the composed-resource watches ([`super::watch`]) and
-//! the required-resource watches ([`super::required`]) run.
+//! One watch on one kind: [`events`], a watch's events with its failures counted and logged in words,
+//! which the composed-resource watches ([`super::watch`]), the required-resource watches
+//! ([`super::required`]) and the WatchOperation watches ([`crate::ops::watched`]) read; and [`spawn`],
+//! the metadata watch loop of the first two.
 //!
-//! A failed watch backs off and retries (kube's default backoff); polling covers the kind meanwhile. No
-//! failure is dropped silently: the first one of a run of failures is logged as a warning that names the
-//! kind and what happens meanwhile, later ones are counted, and the recovery reports how many there were.
+//! A failed watch backs off and retries (kube's default backoff). No failure is dropped silently: the
+//! first one of a run of failures is logged as a warning that names the watch and what happens meanwhile
+//! (for an XR's watches, polling covers the kind), later ones are counted, and the recovery reports how
+//! many there were.
 
-use futures::StreamExt;
-use kube::Api;
+use std::fmt::Debug;
+
+use futures::{Stream, StreamExt};
 use kube::api::DynamicObject;
 use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, watcher};
+use kube::{Api, Resource};
 use manager::controller::api_error::explain_watch;
+use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
+
+/// What happens while an XR's watch fails.
+const XR_MEANWHILE: &str = "its changes reach XRs only at their next poll";
 
 /// What the handler of a change wants next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,8 +42,7 @@ pub fn spawn(
     mut on_change: impl FnMut(PartialObjectMeta<DynamicObject>) -> Flow + Send + 'static,
 ) {
     tokio::spawn(async move {
-        let mut events = watcher(api, cfg).default_backoff().boxed();
-        let mut failures = Failures::default();
+        let mut events = events(api, cfg, what, XR_MEANWHILE).boxed();
         loop {
             let ev = tokio::select! {
                 () = token.cancelled() => return,
@@ -42,23 +50,41 @@ pub fn spawn(
             };
             let obj = match ev {
                 None => return,
-                Some(Err(e)) => {
-                    failures.failed(&what, &e);
-                    continue;
-                }
-                Some(Ok(ev)) => {
-                    failures.recovered(&what);
-                    match ev {
-                        watcher::Event::Apply(o) | watcher::Event::Delete(o) => o,
-                        _ => continue,
-                    }
-                }
+                Some(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => o,
+                Some(_) => continue,
             };
             if on_change(obj) == Flow::Stop {
                 return;
             }
         }
     });
+}
+
+/// The events of a watch of `api` with `cfg`, retried with kube's default backoff. Its failures are
+/// not yielded but logged and counted ([`Failures`]) under `what` (the watch's name in the logs), with
+/// `meanwhile` saying what happens until it works again.
+pub fn events<K>(
+    api: Api<K>,
+    cfg: watcher::Config,
+    what: String,
+    meanwhile: &'static str,
+) -> impl Stream<Item = watcher::Event<K>> + Send
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    let mut failures = Failures::default();
+    watcher(api, cfg).default_backoff().filter_map(move |ev| {
+        futures::future::ready(match ev {
+            Err(e) => {
+                failures.failed(&what, meanwhile, &e);
+                None
+            }
+            Ok(ev) => {
+                failures.recovered(&what);
+                Some(ev)
+            }
+        })
+    })
 }
 
 /// A watch's failures: how many in all, and how many in the current run of failures.
@@ -69,15 +95,15 @@ struct Failures {
 }
 
 impl Failures {
-    fn failed(&mut self, what: &str, e: &watcher::Error) {
+    fn failed(&mut self, what: &str, meanwhile: &str, e: &watcher::Error) {
         let e = explain_watch(e);
         self.total += 1;
         self.run += 1;
         let total = self.total;
         if self.run == 1 {
             tracing::warn!(
-                "watching {what} failed ({e}); retrying with backoff, and until it works its changes reach \
-                 XRs only at their next poll (failure {total} of this watch)"
+                "watching {what} failed ({e}); retrying with backoff, and until it works {meanwhile} \
+                 (failure {total} of this watch)"
             );
         } else {
             tracing::debug!("watching {what} failed again ({e}); failure {total} of this watch");

@@ -6,7 +6,8 @@
 //! For each change it reads the WatchOperation again (gone, deleted or paused: nothing), applies its
 //! `concurrencyPolicy` to the Operations still running, and creates the Operation named after the change
 //! ([`super::template::watch_operation_name`]) unless it exists already, so seeing a change twice (a
-//! re-list) runs it once. The task lives in the term: it ends when the term's token is cancelled or
+//! re-list) runs it once. The watch is [`kind_watch::events`]: a failure is retried with backoff, and
+//! counted and logged in words. The task lives in the term: it ends when the term's token is cancelled or
 //! when the WatchOperation controller stops it.
 
 use std::time::Duration;
@@ -16,17 +17,21 @@ use futures::StreamExt;
 use jiff::Timestamp;
 use kube::api::PostParams;
 use kube::core::{ApiResource, DynamicObject};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
 use super::cron::{delete_operation, operations, paused};
 use super::lifecycle;
 use super::template::{Watched, watch_operation, watch_operation_name};
+use crate::composite::kind_watch;
 use crate::error::Error;
 
 /// Tries of one change before it is given up (each a second apart).
 const TRIES: usize = 3;
+
+/// What happens while the watch fails, for its log.
+const MEANWHILE: &str = "no Operation starts for its changes";
 
 /// The label selector of a watch, `k=v,...` (None when it selects everything).
 pub fn label_selector(spec: &WatchSpec) -> Option<String> {
@@ -86,21 +91,18 @@ pub async fn run(
     if let Some(s) = label_selector(&spec) {
         wc = wc.labels(&s);
     }
-    let mut stream = watcher(api, wc).default_backoff().boxed();
+    let what = format!("{} for WatchOperation {name}", spec.kind);
+    let mut events = kind_watch::events(api, wc, what, MEANWHILE).boxed();
     loop {
         let event = tokio::select! {
             () = token.cancelled() => break,
-            e = stream.next() => e,
+            e = events.next() => e,
         };
         let change = match event {
             None => break,
-            Some(Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o))) => watched(&spec, &o, false),
-            Some(Ok(watcher::Event::Delete(o))) => watched(&spec, &o, true),
-            Some(Ok(_)) => continue,
-            Some(Err(e)) => {
-                tracing::debug!(watchoperation = %name, error = %e, "the watch of the watched kind failed; retrying");
-                continue;
-            }
+            Some(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => watched(&spec, &o, false),
+            Some(watcher::Event::Delete(o)) => watched(&spec, &o, true),
+            Some(_) => continue,
         };
         for attempt in 1..=TRIES {
             match handle(&client, &name, &change).await {

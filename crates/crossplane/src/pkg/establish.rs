@@ -108,108 +108,24 @@ pub async fn establish(
     rev_owner: &OwnerReference,
     objects: &[Install],
 ) -> Result<Vec<Value>, String> {
-    let revs: Api<DynamicObject> = Api::all_with(client.clone(), &kind.revision());
-    let package = package_owner.name.clone();
+    let establisher = Establisher {
+        client,
+        revs: Api::all_with(client.clone(), &kind.revision()),
+        kind,
+        rev,
+        package_owner,
+        rev_owner,
+    };
     let mut planned = Vec::new();
     let mut skipped = Vec::new();
     for install in objects {
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &install.api);
-        let existing = api.get_opt(&install.name).await.map_err(|e| {
-            format!(
-                "cannot read {}: {}",
-                install.describe(),
-                crate::error::explain(&e)
-            )
-        })?;
-        // An MRD's CRD may already be there (installed before MRDs, or by another package): who
-        // controls it decides as for the MRD itself.
-        if install.api.kind == apis::apiextensions::mrd::KIND {
-            let crds: Api<DynamicObject> = Api::all_with(client.clone(), &crd_api());
-            let crd = crds.get_opt(&install.name).await.map_err(|e| {
-                format!(
-                    "cannot read CustomResourceDefinition {}: {}",
-                    install.name,
-                    crate::error::explain(&e)
-                )
-            })?;
-            if let Some(crd) = &crd {
-                let what = format!("CustomResourceDefinition {}", install.name);
-                if let Control::Conflict(why) =
-                    control(&revs, kind, rev, &package, rev_owner, what, crd).await
-                {
-                    return Err(why);
-                }
+        match establisher.plan(install).await? {
+            Plan::Write(desired) => {
+                let api: Api<DynamicObject> = Api::all_with(client.clone(), &install.api);
+                planned.push((install, api, desired));
             }
+            Plan::Skip(r) => skipped.push(r),
         }
-        let mut refs = vec![rev_owner.clone(), package_owner.clone()];
-        if let Some(existing) = &existing {
-            let theirs = existing.owner_references();
-            match control(
-                &revs,
-                kind,
-                rev,
-                &package,
-                rev_owner,
-                install.describe(),
-                existing,
-            )
-            .await
-            {
-                Control::Conflict(why) => return Err(why),
-                Control::Newer => {
-                    // A newer revision of the package has taken it over (both are Active while an
-                    // upgrade overlaps): leave it as the newer one wrote it.
-                    skipped.push(json!({
-                        "apiVersion": install.api.api_version,
-                        "kind": install.api.kind,
-                        "name": install.name,
-                        "uid": existing.uid(),
-                    }));
-                    continue;
-                }
-                Control::Ours => {}
-            }
-            // Keep every other owner; a sibling revision's controller reference becomes a plain one.
-            for r in theirs {
-                if r.uid != rev_owner.uid && r.uid != package_owner.uid {
-                    let mut r = r.clone();
-                    r.controller = Some(false);
-                    refs.push(r);
-                }
-            }
-        }
-        let mut desired = install.object.clone();
-        desired["metadata"]["ownerReferences"] = json!(refs);
-        if install.api.kind == apis::apiextensions::mrd::KIND {
-            // An MRD's state is the activation policies' once Active (upstream's establisher keeps
-            // it too); the package only ever asks for Inactive or Active.
-            if existing
-                .as_ref()
-                .and_then(|e| e.data.pointer("/spec/state"))
-                .and_then(Value::as_str)
-                == Some("Active")
-            {
-                desired["spec"]["state"] = json!("Active");
-            }
-            // Inactive is the MRD's default: not stating it leaves the field to whoever activates the
-            // MRD, so an apply racing an activation never asks to go back (which the MRD refuses).
-            if desired["spec"]["state"] == "Inactive"
-                && let Some(spec) = desired["spec"].as_object_mut()
-            {
-                spec.remove("state");
-            }
-            // Deviation: the revision's labels (its package's) go on its MRDs, so a core started
-            // with a label selector reconciles the MRDs of the packages it selects.
-            for (k, v) in rev.labels() {
-                desired["metadata"]["labels"][k] = json!(v);
-            }
-        }
-        if let Some(labels) = rev.data.pointer("/spec/commonLabels").and_then(Value::as_object) {
-            for (k, v) in labels {
-                desired["metadata"]["labels"][k] = v.clone();
-            }
-        }
-        planned.push((install, api, desired));
     }
     let pp = PatchParams::apply(FIELD_MANAGER).force();
     for (install, api, desired) in &planned {
@@ -235,15 +151,175 @@ pub async fn establish(
                     crate::error::explain(&e)
                 )
             })?;
-        refs.push(json!({
-            "apiVersion": install.api.api_version,
-            "kind": install.api.kind,
-            "name": install.name,
-            "uid": written.uid(),
-        }));
+        refs.push(object_ref(install, written.uid()));
     }
     refs.sort_by_key(|r| (r["kind"].to_string(), r["name"].to_string()));
     Ok(refs)
+}
+
+/// An entry of `status.objectRefs`.
+fn object_ref(install: &Install, uid: Option<String>) -> Value {
+    json!({
+        "apiVersion": install.api.api_version,
+        "kind": install.api.kind,
+        "name": install.name,
+        "uid": uid,
+    })
+}
+
+/// What [`establish`] does with one object.
+enum Plan {
+    /// Write it (dry run first) as this desired object.
+    Write(Value),
+    /// Leave it as a newer revision wrote it; its reference.
+    Skip(Value),
+}
+
+/// One [`establish`] call: the revision and its owners, and its kind's revisions.
+struct Establisher<'a> {
+    client: &'a kube::Client,
+    revs: Api<DynamicObject>,
+    kind: Kind,
+    rev: &'a DynamicObject,
+    package_owner: &'a OwnerReference,
+    rev_owner: &'a OwnerReference,
+}
+
+impl Establisher<'_> {
+    /// What to do with `install`: a conflict in words, leave it to a newer revision, or write it.
+    async fn plan(&self, install: &Install) -> Result<Plan, String> {
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &install.api);
+        let existing = api.get_opt(&install.name).await.map_err(|e| {
+            format!(
+                "cannot read {}: {}",
+                install.describe(),
+                crate::error::explain(&e)
+            )
+        })?;
+        if install.api.kind == apis::apiextensions::mrd::KIND {
+            self.check_mrd_crd(install).await?;
+        }
+        let mut refs = vec![self.rev_owner.clone(), self.package_owner.clone()];
+        if let Some(existing) = &existing {
+            match self.control(install.describe(), existing).await {
+                Control::Conflict(why) => return Err(why),
+                Control::Newer => {
+                    // A newer revision of the package has taken it over (both are Active while an
+                    // upgrade overlaps): leave it as the newer one wrote it.
+                    return Ok(Plan::Skip(object_ref(install, existing.uid())));
+                }
+                Control::Ours => {}
+            }
+            // Keep every other owner; a sibling revision's controller reference becomes a plain one.
+            for r in existing.owner_references() {
+                if r.uid != self.rev_owner.uid && r.uid != self.package_owner.uid {
+                    let mut r = r.clone();
+                    r.controller = Some(false);
+                    refs.push(r);
+                }
+            }
+        }
+        let desired = self.desired(install, existing.as_ref(), refs);
+        Ok(Plan::Write(desired))
+    }
+
+    /// An MRD's CRD may already be there (installed before MRDs, or by another package): who
+    /// controls it decides as for the MRD itself.
+    async fn check_mrd_crd(&self, install: &Install) -> Result<(), String> {
+        let crds: Api<DynamicObject> = Api::all_with(self.client.clone(), &crd_api());
+        let crd = crds.get_opt(&install.name).await.map_err(|e| {
+            format!(
+                "cannot read CustomResourceDefinition {}: {}",
+                install.name,
+                crate::error::explain(&e)
+            )
+        })?;
+        if let Some(crd) = &crd {
+            let what = format!("CustomResourceDefinition {}", install.name);
+            if let Control::Conflict(why) = self.control(what, crd).await {
+                return Err(why);
+            }
+        }
+        Ok(())
+    }
+
+    /// The object to apply: as the package carries it, with owner references `refs`, the
+    /// package's common labels, and for an MRD its kept state and the revision's labels.
+    fn desired(
+        &self,
+        install: &Install,
+        existing: Option<&DynamicObject>,
+        refs: Vec<OwnerReference>,
+    ) -> Value {
+        let mut desired = install.object.clone();
+        desired["metadata"]["ownerReferences"] = json!(refs);
+        if install.api.kind == apis::apiextensions::mrd::KIND {
+            // An MRD's state is the activation policies' once Active (upstream's establisher keeps
+            // it too); the package only ever asks for Inactive or Active.
+            if existing
+                .and_then(|e| e.data.pointer("/spec/state"))
+                .and_then(Value::as_str)
+                == Some("Active")
+            {
+                desired["spec"]["state"] = json!("Active");
+            }
+            // Inactive is the MRD's default: not stating it leaves the field to whoever activates the
+            // MRD, so an apply racing an activation never asks to go back (which the MRD refuses).
+            if desired["spec"]["state"] == "Inactive"
+                && let Some(spec) = desired["spec"].as_object_mut()
+            {
+                spec.remove("state");
+            }
+            // Deviation: the revision's labels (its package's) go on its MRDs, so a core started
+            // with a label selector reconciles the MRDs of the packages it selects.
+            for (k, v) in self.rev.labels() {
+                desired["metadata"]["labels"][k] = json!(v);
+            }
+        }
+        if let Some(labels) = self
+            .rev
+            .data
+            .pointer("/spec/commonLabels")
+            .and_then(Value::as_object)
+        {
+            for (k, v) in labels {
+                desired["metadata"]["labels"][k] = v.clone();
+            }
+        }
+        desired
+    }
+
+    /// Who controls `existing` (described as `what`), from the point of view of this revision.
+    async fn control(&self, what: String, existing: &DynamicObject) -> Control {
+        let Some(c) = controller_of(existing.owner_references()).filter(|c| c.uid != self.rev_owner.uid)
+        else {
+            return Control::Ours;
+        };
+        let controller_rev = if c.kind == self.kind.revision().kind {
+            self.revs.get_opt(&c.name).await.ok().flatten()
+        } else {
+            None
+        };
+        let sibling = controller_rev
+            .as_ref()
+            .and_then(|r| r.labels().get(apis::pkg::LABEL_PACKAGE).cloned());
+        let number = |r: &DynamicObject| r.data.pointer("/spec/revision").and_then(Value::as_i64);
+        if sibling.as_deref() != Some(self.package_owner.name.as_str()) {
+            return Control::Conflict(
+                Conflict {
+                    object: what,
+                    controller: c.clone(),
+                    package: sibling,
+                }
+                .to_string(),
+            );
+        }
+        if controller_rev.as_ref().and_then(number) > number(self.rev) {
+            Control::Newer
+        } else {
+            Control::Ours
+        }
+    }
 }
 
 /// Who controls an existing object, from the point of view of revision `rev` of package `package`.
@@ -254,44 +330,6 @@ enum Control {
     Newer,
     /// Anything else: the conflict in words.
     Conflict(String),
-}
-
-async fn control(
-    revs: &Api<DynamicObject>,
-    kind: Kind,
-    rev: &DynamicObject,
-    package: &str,
-    rev_owner: &OwnerReference,
-    what: String,
-    existing: &DynamicObject,
-) -> Control {
-    let Some(c) = controller_of(existing.owner_references()).filter(|c| c.uid != rev_owner.uid) else {
-        return Control::Ours;
-    };
-    let controller_rev = if c.kind == kind.revision().kind {
-        revs.get_opt(&c.name).await.ok().flatten()
-    } else {
-        None
-    };
-    let sibling = controller_rev
-        .as_ref()
-        .and_then(|r| r.labels().get(apis::pkg::LABEL_PACKAGE).cloned());
-    let number = |r: &DynamicObject| r.data.pointer("/spec/revision").and_then(Value::as_i64);
-    if sibling.as_deref() != Some(package) {
-        return Control::Conflict(
-            Conflict {
-                object: what,
-                controller: c.clone(),
-                package: sibling,
-            }
-            .to_string(),
-        );
-    }
-    if controller_rev.as_ref().and_then(number) > number(rev) {
-        Control::Newer
-    } else {
-        Control::Ours
-    }
 }
 
 /// The CRD API.

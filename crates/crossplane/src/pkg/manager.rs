@@ -78,100 +78,27 @@ pub async fn reconcile(kind: Kind, pkg: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Re
             return Ok(Action::requeue(Duration::from_secs(30)));
         }
     };
-    let fetched = &resolved.fetched;
     let generation = pkg.metadata.generation.unwrap_or(0);
-    let rev_name = revision_name(&name, &fetched.digest, generation);
+    let rev_name = revision_name(&name, &resolved.fetched.digest, generation);
     let lp = ListParams::default().labels(&format!("{LABEL_PACKAGE}={name}"));
     let list = revs.list(&lp).await?.items;
-    let highest = list
-        .iter()
-        .filter_map(|r| r.data.pointer("/spec/revision").and_then(Value::as_i64))
-        .max()
-        .unwrap_or(0);
-    let automatic = str_at(&pkg, "/spec/revisionActivationPolicy").unwrap_or("Automatic") != "Manual";
-
-    let current = match list.iter().find(|r| r.name_any() == rev_name) {
-        Some(rev) => {
-            let number = rev
-                .data
-                .pointer("/spec/revision")
-                .and_then(Value::as_i64)
-                .unwrap_or(0);
-            let mut spec = serde_json::Map::new();
-            if number < highest {
-                spec.insert("revision".into(), json!(highest + 1));
-            }
-            if automatic && str_at(rev, "/spec/desiredState") != Some(STATE_ACTIVE) {
-                spec.insert("desiredState".into(), json!(STATE_ACTIVE));
-            }
-            if spec.is_empty() {
-                rev.clone()
-            } else {
-                revs.patch(
-                    &rev_name,
-                    &PatchParams::default(),
-                    &Patch::Merge(&json!({"spec": spec})),
-                )
-                .await?
-            }
-        }
-        None => {
-            let rev = new_revision(kind, &pkg, &rev_name, fetched, highest + 1, automatic)?;
-            match revs.create(&PostParams::default(), &rev).await {
-                Ok(r) => {
-                    tracing::info!(package = %name, revision = %rev_name, number = highest + 1, "created {}", kind.revision().kind);
-                    r
-                }
-                Err(kube::Error::Api(s)) if s.code == 409 => {
-                    return Ok(Action::requeue(Duration::from_secs(1)));
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
+    let Some(current) = current_revision(kind, &pkg, &revs, &list, &rev_name, &resolved.fetched).await?
+    else {
+        return Ok(Action::requeue(Duration::from_secs(1)));
     };
 
     let active = str_at(&current, "/spec/desiredState") == Some(STATE_ACTIVE);
     let healthy = health(kind, &current, ctx.runtime);
     // Hand over only to a healthy revision: the others stay Active until then.
     if active && healthy == Some(true) {
-        for other in list.iter().filter(|r| r.name_any() != rev_name) {
-            if str_at(other, "/spec/desiredState") == Some(STATE_ACTIVE) {
-                revs.patch(
-                    &other.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(&json!({"spec": {"desiredState": STATE_INACTIVE}})),
-                )
-                .await?;
-                tracing::info!(package = %name, revision = %other.name_any(), "deactivated the previous revision");
-            }
-        }
+        deactivate_others(&revs, &name, &list, &rev_name).await?;
     }
     let pods = (ctx.runtime && kind.has_runtime())
         .then(|| Api::<Pod>::namespaced(ctx.client.clone(), &ctx.namespace));
     let gc_waits = gc(&revs, &pkg, &list, &rev_name, pods.as_ref()).await?;
 
-    let installed = if active {
-        Condition::new(TYPE_INSTALLED, ConditionStatus::True, REASON_ACTIVE)
-    } else {
-        Condition::new(TYPE_INSTALLED, ConditionStatus::False, REASON_INACTIVE)
-    };
-    let healthy = match healthy {
-        // A safe-start runtime held at 0 replicas is healthy and says why it does not run.
-        Some(true) => match apis::condition::get(&object::conditions(&current), TYPE_RUNTIME_ACTIVE)
-            .filter(|c| c.reason == REASON_AWAITING_ACTIVATION)
-        {
-            Some(c) => Condition::new(TYPE_HEALTHY, ConditionStatus::True, REASON_AWAITING_ACTIVATION)
-                .with_message(c.message.clone().unwrap_or_default()),
-            None => Condition::new(TYPE_HEALTHY, ConditionStatus::True, REASON_HEALTHY),
-        },
-        Some(false) => {
-            let why = super::unhealthy_message(kind, &current)
-                .unwrap_or_else(|| "the revision is not healthy".into());
-            Condition::new(TYPE_HEALTHY, ConditionStatus::False, REASON_UNHEALTHY)
-                .with_message(format!("{} {rev_name}: {why}", kind.revision().kind))
-        }
-        None => Condition::new(TYPE_HEALTHY, ConditionStatus::Unknown, REASON_UNKNOWN_HEALTH),
-    };
+    let installed = installed_condition(active);
+    let healthy = healthy_condition(kind, &current, &rev_name, healthy);
     // As upstream: the identifier is the package's own source, the resolved package the image it was
     // fetched from, after ImageConfig rewrites.
     let fields = json!({
@@ -189,6 +116,110 @@ pub async fn reconcile(kind: Kind, pkg: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Re
     } else {
         Action::await_change()
     })
+}
+
+/// The package's current revision `rev_name` among its revisions `list`: numbered above the
+/// others and Active under the `Automatic` activation policy, created when it is not there yet.
+/// `None` when another writer created it first (look again soon).
+async fn current_revision(
+    kind: Kind,
+    pkg: &DynamicObject,
+    revs: &Api<DynamicObject>,
+    list: &[DynamicObject],
+    rev_name: &str,
+    fetched: &xpkg::Fetched,
+) -> Result<Option<DynamicObject>, Error> {
+    let highest = list
+        .iter()
+        .filter_map(|r| r.data.pointer("/spec/revision").and_then(Value::as_i64))
+        .max()
+        .unwrap_or(0);
+    let automatic = str_at(pkg, "/spec/revisionActivationPolicy").unwrap_or("Automatic") != "Manual";
+    if let Some(rev) = list.iter().find(|r| r.name_any() == rev_name) {
+        let number = rev
+            .data
+            .pointer("/spec/revision")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        let mut spec = serde_json::Map::new();
+        if number < highest {
+            spec.insert("revision".into(), json!(highest + 1));
+        }
+        if automatic && str_at(rev, "/spec/desiredState") != Some(STATE_ACTIVE) {
+            spec.insert("desiredState".into(), json!(STATE_ACTIVE));
+        }
+        if spec.is_empty() {
+            return Ok(Some(rev.clone()));
+        }
+        let patch = Patch::Merge(json!({"spec": spec}));
+        return Ok(Some(revs.patch(rev_name, &PatchParams::default(), &patch).await?));
+    }
+    let rev = new_revision(kind, pkg, rev_name, fetched, highest + 1, automatic)?;
+    match revs.create(&PostParams::default(), &rev).await {
+        Ok(r) => {
+            tracing::info!(package = %pkg.name_any(), revision = %rev_name, number = highest + 1, "created {}", kind.revision().kind);
+            Ok(Some(r))
+        }
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Deactivates every Active revision in `list` other than `current`, of package `package`.
+async fn deactivate_others(
+    revs: &Api<DynamicObject>,
+    package: &str,
+    list: &[DynamicObject],
+    current: &str,
+) -> Result<(), Error> {
+    for other in list.iter().filter(|r| r.name_any() != current) {
+        if str_at(other, "/spec/desiredState") == Some(STATE_ACTIVE) {
+            revs.patch(
+                &other.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"spec": {"desiredState": STATE_INACTIVE}})),
+            )
+            .await?;
+            tracing::info!(package = %package, revision = %other.name_any(), "deactivated the previous revision");
+        }
+    }
+    Ok(())
+}
+
+/// The package's `Installed` condition: whether its current revision is active.
+fn installed_condition(active: bool) -> Condition {
+    if active {
+        Condition::new(TYPE_INSTALLED, ConditionStatus::True, REASON_ACTIVE)
+    } else {
+        Condition::new(TYPE_INSTALLED, ConditionStatus::False, REASON_INACTIVE)
+    }
+}
+
+/// The package's `Healthy` condition from its current revision `current` (named `rev_name`) and
+/// that revision's health (`None`: unknown).
+fn healthy_condition(
+    kind: Kind,
+    current: &DynamicObject,
+    rev_name: &str,
+    healthy: Option<bool>,
+) -> Condition {
+    match healthy {
+        // A safe-start runtime held at 0 replicas is healthy and says why it does not run.
+        Some(true) => match apis::condition::get(&object::conditions(current), TYPE_RUNTIME_ACTIVE)
+            .filter(|c| c.reason == REASON_AWAITING_ACTIVATION)
+        {
+            Some(c) => Condition::new(TYPE_HEALTHY, ConditionStatus::True, REASON_AWAITING_ACTIVATION)
+                .with_message(c.message.clone().unwrap_or_default()),
+            None => Condition::new(TYPE_HEALTHY, ConditionStatus::True, REASON_HEALTHY),
+        },
+        Some(false) => {
+            let why = super::unhealthy_message(kind, current)
+                .unwrap_or_else(|| "the revision is not healthy".into());
+            Condition::new(TYPE_HEALTHY, ConditionStatus::False, REASON_UNHEALTHY)
+                .with_message(format!("{} {rev_name}: {why}", kind.revision().kind))
+        }
+        None => Condition::new(TYPE_HEALTHY, ConditionStatus::Unknown, REASON_UNKNOWN_HEALTH),
+    }
 }
 
 fn new_revision(

@@ -32,9 +32,9 @@ use std::time::Duration;
 use ::manager::controller::ControllerBuilder;
 use ::manager::{BoxError, ReconcileMetrics, TermContext};
 use apis::pkg::package::{TYPE_REVISION_HEALTHY, TYPE_RUNTIME_HEALTHY};
-use kube::Api;
 use kube::api::DynamicObject;
 use kube::runtime::{Controller, watcher};
+use kube::{Api, ResourceExt};
 
 use self::fetch::Source;
 use self::kind::Kind;
@@ -130,6 +130,11 @@ pub async fn run(ctx: TermContext, options: Options) -> Result<(), BoxError> {
     if let Some(s) = &options.selector {
         wc = wc.labels(s);
     }
+    let spawner = Spawner {
+        term: &ctx,
+        metrics: &options.metrics,
+        shared: &shared,
+    };
     let mut tasks = Vec::new();
     for kind in Kind::ALL {
         let pkgs: Api<DynamicObject> = Api::all_with(client.clone(), &kind.package());
@@ -140,107 +145,123 @@ pub async fn run(ctx: TermContext, options: Options) -> Result<(), BoxError> {
             wc.clone(),
         );
         let controller = watch_image_configs(controller, &client, kind.package(), PACKAGE_IMAGES);
-        let name = format!("packages/{}.pkg.crossplane.io", kind.name().to_lowercase());
-        let token = ctx.token().clone();
-        let metrics = options.metrics.clone();
-        let c = shared.clone();
-        tasks.push(tokio::spawn(async move {
-            ControllerBuilder::new(name, controller)
-                .timeout(Duration::from_secs(60))
-                .metrics(&metrics)
-                .run(&token, move |o, c| manager::reconcile(kind, o, c), c)
-                .await;
-        }));
+        let timeout = Duration::from_secs(60);
+        tasks.push(spawner.spawn("packages", kind, controller, timeout, manager::reconcile));
         let controller = Controller::new_with(revs, wc.clone(), kind.revision());
         let controller = watch_image_configs(controller, &client, kind.revision(), REVISION_IMAGES);
-        let name = format!(
-            "packagerevisions/{}.pkg.crossplane.io",
-            kind.name().to_lowercase()
-        );
-        let token = ctx.token().clone();
-        let metrics = options.metrics.clone();
-        let c = shared.clone();
-        tasks.push(tokio::spawn(async move {
-            ControllerBuilder::new(name, controller)
-                .timeout(Duration::from_secs(180))
-                .metrics(&metrics)
-                .run(&token, move |o, c| revision::reconcile(kind, o, c), c)
-                .await;
-        }));
+        let timeout = Duration::from_secs(180);
+        tasks.push(spawner.spawn("packagerevisions", kind, controller, timeout, revision::reconcile));
     }
     if options.runtime {
         for kind in Kind::ALL.into_iter().filter(|k| k.has_runtime()) {
-            let revs: Api<DynamicObject> = Api::all_with(client.clone(), &kind.revision());
-            let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
-                Api::namespaced(client.clone(), &options.namespace);
-            // A revision is cluster-scoped and its Deployment namespaced: map the controller
-            // reference to the revision's own (namespace-less) reference, which `owns` would not.
-            let ar = kind.revision();
-            let controller = Controller::new_with(revs, wc.clone(), kind.revision()).watches(
-                deployments,
-                watcher::Config::default(),
-                move |d: k8s_openapi::api::apps::v1::Deployment| {
-                    use kube::ResourceExt;
-                    d.owner_references()
-                        .iter()
-                        .filter(|o| o.controller == Some(true) && o.kind == ar.kind)
-                        .map(|o| kube::runtime::reflector::ObjectRef::new_with(&o.name, ar.clone()))
-                        .collect::<Vec<_>>()
-                },
-            );
-            // A changed DeploymentRuntimeConfig rebuilds the runtimes of the revisions naming it.
-            let store = controller.store();
-            let ar = kind.revision();
-            let controller = controller.watches(
-                Api::<apis::pkg::DeploymentRuntimeConfig>::all(client.clone()),
-                watcher::Config::default(),
-                move |drc| {
-                    use kube::ResourceExt;
-                    let name = drc.name_any();
-                    store
-                        .state()
-                        .into_iter()
-                        .filter(|r| runtime::runtime_config_name(r) == name)
-                        .map(|r| kube::runtime::reflector::ObjectRef::from_obj_with(r.as_ref(), ar.clone()))
-                        .collect::<Vec<_>>()
-                },
-            );
-            // An activated MRD starts its safe-start Provider revision's runtime.
-            let controller = if kind == Kind::Provider {
-                let ar = kind.revision();
-                controller.watches_with(
-                    Api::<DynamicObject>::all_with(client.clone(), &crate::mrd::mrd_api()),
-                    crate::mrd::mrd_api(),
-                    wc.clone(),
-                    move |mrd: DynamicObject| {
-                        use kube::ResourceExt;
-                        mrd.owner_references()
-                            .iter()
-                            .filter(|o| o.controller == Some(true) && o.kind == ar.kind)
-                            .map(|o| kube::runtime::reflector::ObjectRef::new_with(&o.name, ar.clone()))
-                            .collect::<Vec<_>>()
-                    },
-                )
-            } else {
-                controller
-            };
-            let name = format!("packageruntimes/{}.pkg.crossplane.io", kind.name().to_lowercase());
-            let token = ctx.token().clone();
-            let metrics = options.metrics.clone();
-            let c = shared.clone();
-            tasks.push(tokio::spawn(async move {
-                ControllerBuilder::new(name, controller)
-                    .timeout(Duration::from_secs(60))
-                    .metrics(&metrics)
-                    .run(&token, move |o, c| runtime::reconcile(kind, o, c), c)
-                    .await;
-            }));
+            let controller = runtime_controller(kind, &client, &options.namespace, &wc);
+            let timeout = Duration::from_secs(60);
+            tasks.push(spawner.spawn("packageruntimes", kind, controller, timeout, runtime::reconcile));
         }
     }
     for t in tasks {
         let _ = t.await;
     }
     Ok(())
+}
+
+/// What every package controller of a term is spawned with.
+struct Spawner<'a> {
+    term: &'a TermContext,
+    metrics: &'a ReconcileMetrics,
+    shared: &'a Arc<Ctx>,
+}
+
+impl Spawner<'_> {
+    /// Spawns `controller`, named `<resource>/<kind>.pkg.crossplane.io`, reconciling objects of
+    /// `kind` with `reconcile` (each reconcile at most `timeout`) until the term ends.
+    fn spawn<F, Fut>(
+        &self,
+        resource: &str,
+        kind: Kind,
+        controller: Controller<DynamicObject>,
+        timeout: Duration,
+        reconcile: F,
+    ) -> tokio::task::JoinHandle<()>
+    where
+        F: Fn(Kind, Arc<DynamicObject>, Arc<Ctx>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<kube::runtime::controller::Action, crate::error::Error>>
+            + Send
+            + 'static,
+    {
+        let name = format!("{resource}/{}.pkg.crossplane.io", kind.name().to_lowercase());
+        let token = self.term.token().clone();
+        let metrics = self.metrics.clone();
+        let c = self.shared.clone();
+        tokio::spawn(async move {
+            ControllerBuilder::new(name, controller)
+                .timeout(timeout)
+                .metrics(&metrics)
+                .run(&token, move |o, c| reconcile(kind, o, c), c)
+                .await;
+        })
+    }
+}
+
+/// The runtime controller of `kind`'s revisions: also reconciles a revision when its Deployment (in
+/// the core's `namespace`) or the DeploymentRuntimeConfig it names changes, and a Provider revision
+/// when one of its MRDs does.
+fn runtime_controller(
+    kind: Kind,
+    client: &kube::Client,
+    namespace: &str,
+    wc: &watcher::Config,
+) -> Controller<DynamicObject> {
+    let revs: Api<DynamicObject> = Api::all_with(client.clone(), &kind.revision());
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), namespace);
+    // A revision is cluster-scoped and its Deployment namespaced: map the controller
+    // reference to the revision's own (namespace-less) reference, which `owns` would not.
+    let ar = kind.revision();
+    let controller = Controller::new_with(revs, wc.clone(), kind.revision()).watches(
+        deployments,
+        watcher::Config::default(),
+        move |d: k8s_openapi::api::apps::v1::Deployment| controlled_by(d.owner_references(), &ar),
+    );
+    // A changed DeploymentRuntimeConfig rebuilds the runtimes of the revisions naming it.
+    let store = controller.store();
+    let ar = kind.revision();
+    let controller = controller.watches(
+        Api::<apis::pkg::DeploymentRuntimeConfig>::all(client.clone()),
+        watcher::Config::default(),
+        move |drc| {
+            let name = drc.name_any();
+            store
+                .state()
+                .into_iter()
+                .filter(|r| runtime::runtime_config_name(r) == name)
+                .map(|r| kube::runtime::reflector::ObjectRef::from_obj_with(r.as_ref(), ar.clone()))
+                .collect::<Vec<_>>()
+        },
+    );
+    // An activated MRD starts its safe-start Provider revision's runtime.
+    if kind == Kind::Provider {
+        let ar = kind.revision();
+        controller.watches_with(
+            Api::<DynamicObject>::all_with(client.clone(), &crate::mrd::mrd_api()),
+            crate::mrd::mrd_api(),
+            wc.clone(),
+            move |mrd: DynamicObject| controlled_by(mrd.owner_references(), &ar),
+        )
+    } else {
+        controller
+    }
+}
+
+/// The objects of API `ar` that `owners` names as controller.
+fn controlled_by(
+    owners: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference],
+    ar: &kube::api::ApiResource,
+) -> Vec<kube::runtime::reflector::ObjectRef<DynamicObject>> {
+    owners
+        .iter()
+        .filter(|o| o.controller == Some(true) && o.kind == ar.kind)
+        .map(|o| kube::runtime::reflector::ObjectRef::new_with(&o.name, ar.clone()))
+        .collect()
 }
 
 /// Where a package names its image: its source and its resolved source.

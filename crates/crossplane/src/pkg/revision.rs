@@ -27,6 +27,7 @@ use apis::pkg::meta::Meta;
 use apis::pkg::package::{REASON_HEALTHY, REASON_UNHEALTHY, TYPE_REVISION_HEALTHY};
 use apis::pkg::{LABEL_PACKAGE, STATE_ACTIVE};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
@@ -129,6 +130,25 @@ pub async fn reconcile(kind: Kind, rev: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Re
     Ok(action)
 }
 
+/// Why an install stopped short: the revision is not (yet) healthy, or a request failed.
+enum Stop {
+    /// The reason in words, and whether to look again soon (as [`Outcome::Unhealthy`]).
+    Unhealthy(String, Option<Duration>),
+    /// A request failed.
+    Failed(Error),
+}
+
+impl From<Error> for Stop {
+    fn from(e: Error) -> Self {
+        Stop::Failed(e)
+    }
+}
+
+/// Not healthy for reason `why`, to be looked at again after `again` (or the default).
+fn unhealthy(why: impl Into<String>, again: Option<Duration>) -> Stop {
+    Stop::Unhealthy(why.into(), again)
+}
+
 /// Checks and installs package `fetched` of revision `rev`, whose `spec.image` is `image`.
 async fn install(
     kind: Kind,
@@ -137,9 +157,49 @@ async fn install(
     image: &str,
     fetched: &xpkg::Fetched,
 ) -> Result<Outcome, Error> {
-    let package = &fetched.package;
+    match try_install(kind, rev, ctx, image, fetched).await {
+        Ok((refs, deps)) => Ok(Outcome::Healthy(refs, deps)),
+        Err(Stop::Unhealthy(why, again)) => Ok(Outcome::Unhealthy(why, again)),
+        Err(Stop::Failed(e)) => Err(e),
+    }
+}
+
+/// [`install`]'s steps in order: check the package, resolve its dependencies, prepare and establish
+/// its objects, wait for them, record its capabilities.
+async fn try_install(
+    kind: Kind,
+    rev: &DynamicObject,
+    ctx: &Ctx,
+    image: &str,
+    fetched: &xpkg::Fetched,
+) -> Result<(Vec<Value>, resolver::Resolved), Stop> {
+    let meta = check_package(kind, rev, image, &fetched.package)?;
+    let deps = resolve(kind, rev, ctx, image, &meta).await?;
+    let installs = prepare(kind, rev, ctx, &fetched.package, &meta).await?;
+    let (pkg_ref, rev_ref) = owners(kind, rev)?;
+    let refs = establish::establish(&ctx.client, kind, rev, &pkg_ref, &rev_ref, &installs)
+        .await
+        .map_err(|why| unhealthy(why, Some(Duration::from_secs(30))))?;
+    // CRDs, and the CRDs of Active MRDs, must be established before the revision counts as healthy.
+    for r in &refs {
+        if let Some(why) = not_established(&ctx.client, r).await? {
+            return Err(unhealthy(why, Some(Duration::from_secs(1))));
+        }
+    }
+    record_capabilities(kind, rev, ctx, &meta).await?;
+    Ok((refs, deps))
+}
+
+/// The package's meta object, once the package is of the revision's kind, its meta can be read and
+/// its `crossplane.version` constraint (unless ignored) admits this core.
+fn check_package(
+    kind: Kind,
+    rev: &DynamicObject,
+    image: &str,
+    package: &xpkg::Package,
+) -> Result<Meta, Stop> {
     if package.kind != kind.meta() {
-        return Ok(Outcome::Unhealthy(
+        return Err(unhealthy(
             format!(
                 "the package {image} is a {} package, not a {}; install it as a {}",
                 package.kind.as_str(),
@@ -149,105 +209,120 @@ async fn install(
             None,
         ));
     }
-    let meta: Meta = match serde_json::from_value(package.meta.clone()) {
-        Ok(m) => m,
-        Err(e) => {
-            return Ok(Outcome::Unhealthy(
-                format!("the package's meta {} cannot be read: {e}", kind.name()),
-                None,
-            ));
-        }
-    };
+    let meta: Meta = serde_json::from_value(package.meta.clone()).map_err(|e| {
+        unhealthy(
+            format!("the package's meta {} cannot be read: {e}", kind.name()),
+            None,
+        )
+    })?;
     let ignore = rev
         .data
         .pointer("/spec/ignoreCrossplaneConstraints")
         .and_then(Value::as_bool)
         .unwrap_or(false);
     if let Some(c) = meta.spec.crossplane.as_ref().filter(|_| !ignore) {
-        match Constraint::parse(&c.version) {
-            Ok(constraint) if constraint.matches(CROSSPLANE_VERSION) => {}
-            Ok(constraint) => {
-                return Ok(Outcome::Unhealthy(
-                    format!(
-                        "the package needs Crossplane {constraint}, and this core implements Crossplane \
-                         {CROSSPLANE_VERSION}; install a version of the package made for it, or set \
-                         spec.ignoreCrossplaneConstraints: true on the package"
-                    ),
-                    None,
-                ));
-            }
-            Err(e) => {
-                return Ok(Outcome::Unhealthy(
-                    format!("the package's crossplane.version constraint cannot be read: {e}"),
-                    None,
-                ));
-            }
-        }
+        check_constraint(&c.version)?;
     }
+    Ok(meta)
+}
+
+/// Whether `version`, a package's `crossplane.version` constraint, admits this core.
+fn check_constraint(version: &str) -> Result<(), Stop> {
+    match Constraint::parse(version) {
+        Ok(constraint) if constraint.matches(CROSSPLANE_VERSION) => Ok(()),
+        Ok(constraint) => Err(unhealthy(
+            format!(
+                "the package needs Crossplane {constraint}, and this core implements Crossplane \
+                 {CROSSPLANE_VERSION}; install a version of the package made for it, or set \
+                 spec.ignoreCrossplaneConstraints: true on the package"
+            ),
+            None,
+        )),
+        Err(e) => Err(unhealthy(
+            format!("the package's crossplane.version constraint cannot be read: {e}"),
+            None,
+        )),
+    }
+}
+
+/// Records the revision in the Lock and resolves its dependencies, unless
+/// `skipDependencyResolution`; stops while a dependency is still on its way.
+async fn resolve(
+    kind: Kind,
+    rev: &DynamicObject,
+    ctx: &Ctx,
+    image: &str,
+    meta: &Meta,
+) -> Result<resolver::Resolved, Stop> {
     let skip = rev
         .data
         .pointer("/spec/skipDependencyResolution")
         .and_then(Value::as_bool)
         .unwrap_or(false);
     // The Lock records the package's own source, not where an ImageConfig rewrote it to (upstream's).
-    let source = match xpkg::Reference::parse(image) {
-        Ok(r) => r,
-        Err(e) => return Ok(Outcome::Unhealthy(e.to_string(), None)),
-    };
-    let me = resolver::entry(kind, &rev.name_any(), &source, &meta);
+    let source = xpkg::Reference::parse(image).map_err(|e| unhealthy(e.to_string(), None))?;
+    let me = resolver::entry(kind, &rev.name_any(), &source, meta);
     let packages = resolver::lock(&ctx.client, me.clone()).await?;
     let deps = if skip {
         resolver::Resolved::default()
     } else {
         match resolver::resolve(&ctx.client, &ctx.source, &me, &packages, rev.labels()).await {
             Ok(r) => r,
-            Err(Ok(why)) => return Ok(Outcome::Unhealthy(why, Some(Duration::from_secs(30)))),
-            Err(Err(e)) => return Err(e),
+            Err(Ok(why)) => return Err(unhealthy(why, Some(Duration::from_secs(30)))),
+            Err(Err(e)) => return Err(Stop::Failed(e)),
         }
     };
     if let Some(waiting) = &deps.waiting {
-        return Ok(Outcome::Unhealthy(waiting.clone(), Some(Duration::from_secs(3))));
+        return Err(unhealthy(waiting.clone(), Some(Duration::from_secs(3))));
     }
+    Ok(deps)
+}
+
+/// The package's objects of the kinds a `kind` installs, their webhooks pointed at the revision's
+/// runtime, and a Provider's managed-resource CRDs as MRDs (Active unless it starts safely).
+async fn prepare(
+    kind: Kind,
+    rev: &DynamicObject,
+    ctx: &Ctx,
+    package: &xpkg::Package,
+    meta: &Meta,
+) -> Result<Vec<Install>, Stop> {
     let mut installs = Vec::new();
     for o in &package.objects {
         let k = o.get("kind").and_then(Value::as_str).unwrap_or_default();
         if !kind.installs().contains(&k) {
             continue;
         }
-        match Install::of(o) {
-            Ok(i) => installs.push(i),
-            Err(e) => return Ok(Outcome::Unhealthy(e, None)),
-        }
+        installs.push(Install::of(o).map_err(|e| unhealthy(e, None))?);
     }
     if installs.iter().any(|i| webhooks::has_webhooks(&i.object)) {
-        let target = match webhooks::target(kind, rev, ctx).await {
-            Ok(t) => t,
-            Err(why) => {
-                return Ok(Outcome::Unhealthy(
-                    format!("cannot point the package's webhooks at its runtime: {why}"),
-                    Some(Duration::from_secs(30)),
-                ));
-            }
-        };
+        let target = webhooks::target(kind, rev, ctx).await.map_err(|why| {
+            unhealthy(
+                format!("cannot point the package's webhooks at its runtime: {why}"),
+                Some(Duration::from_secs(30)),
+            )
+        })?;
         for i in &mut installs {
             webhooks::inject(&mut i.object, &target);
         }
     }
-    // A Provider's managed-resource CRDs are installed as MRDs, Active unless it starts safely.
     if kind == Kind::Provider && ctx.convert {
         let active = !meta.has_capability(apis::pkg::meta::CAPABILITY_SAFE_START);
-        installs = match convert::convert(installs, active) {
-            Ok(i) => i,
-            Err(e) => return Ok(Outcome::Unhealthy(e, None)),
-        };
+        installs = convert::convert(installs, active).map_err(|e| unhealthy(e, None))?;
     }
+    Ok(installs)
+}
+
+/// The owner references installed objects get: a plain one to the revision's controlling package
+/// (which its package label must name) and the controller reference to the revision.
+fn owners(kind: Kind, rev: &DynamicObject) -> Result<(OwnerReference, OwnerReference), Stop> {
     let Some(pkg_owner) = rev
         .owner_references()
         .iter()
         .find(|o| o.controller == Some(true) && o.kind == kind.name())
         .cloned()
     else {
-        return Ok(Outcome::Unhealthy(
+        return Err(unhealthy(
             format!(
                 "the revision has no controlling {}; the package manager creates revisions, not users",
                 kind.name()
@@ -256,7 +331,7 @@ async fn install(
         ));
     };
     if rev.labels().get(LABEL_PACKAGE) != Some(&pkg_owner.name) {
-        return Ok(Outcome::Unhealthy(
+        return Err(unhealthy(
             format!(
                 "the revision's {LABEL_PACKAGE} label does not name its package {}",
                 pkg_owner.name
@@ -267,16 +342,11 @@ async fn install(
     let mut pkg_ref = pkg_owner;
     pkg_ref.controller = Some(false);
     let rev_ref = owner_ref(rev, &kind.revision().api_version, &kind.revision().kind, true)?;
-    let refs = match establish::establish(&ctx.client, kind, rev, &pkg_ref, &rev_ref, &installs).await {
-        Ok(r) => r,
-        Err(why) => return Ok(Outcome::Unhealthy(why, Some(Duration::from_secs(30)))),
-    };
-    // CRDs, and the CRDs of Active MRDs, must be established before the revision counts as healthy.
-    for r in &refs {
-        if let Some(why) = not_established(&ctx.client, r).await? {
-            return Ok(Outcome::Unhealthy(why, Some(Duration::from_secs(1))));
-        }
-    }
+    Ok((pkg_ref, rev_ref))
+}
+
+/// Copies the package's capabilities into the revision's status when they differ (and are any).
+async fn record_capabilities(kind: Kind, rev: &DynamicObject, ctx: &Ctx, meta: &Meta) -> Result<(), Error> {
     let caps = json!(meta.spec.capabilities);
     if rev.data.pointer("/status/capabilities") != Some(&caps) && !meta.spec.capabilities.is_empty() {
         let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &kind.revision());
@@ -287,7 +357,7 @@ async fn install(
         )
         .await?;
     }
-    Ok(Outcome::Healthy(refs, deps))
+    Ok(())
 }
 
 /// Why installed object `r` is not ready yet, if it is not: a CRD that is not established, or an

@@ -12,8 +12,9 @@
 //!   soon as the term ends: with its cache unsynced it has reconciled nothing, so nothing is cut short.
 //! - **Watch errors are silent.** The controller stream yields the watchers' errors, and the watcher's
 //!   own retry warnings are quieted by [`logging`](crate::config::logging). [`drive`] reports them: a Forbidden
-//!   names the permission to grant, a 404 asks whether the CRD is installed; at most one warning per
-//!   minute, the rest at debug level.
+//!   names the permission to grant, a 404 asks whether the CRD is installed, anything else carries the
+//!   apiserver's message in words ([`api_error::explain_watch`], never a `Status` dump); at most one
+//!   warning per minute, the rest at debug level.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -26,6 +27,7 @@ use kube::runtime::{Controller, controller, reflector::Store, watcher};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::controller::api_error;
 use crate::controller::backoff::Backoff;
 use crate::controller::workqueue::WorkqueueMetrics;
 use crate::metrics::{ReconcileMetrics, ReconcileResult};
@@ -57,7 +59,7 @@ where
                 last_warning = Some(Instant::now());
                 tracing::warn!(controller = name, "{}", watch_error_message(e));
             } else {
-                tracing::debug!(controller = name, error = %error_chain(e), "watch failed again");
+                tracing::debug!(controller = name, error = %in_words(e), "watch failed again");
             }
         }
         futures::future::ready(())
@@ -96,9 +98,26 @@ fn watch_error_message(e: &(dyn std::error::Error + 'static)) -> String {
         ),
         _ => format!(
             "cannot list or watch a resource this controller needs; retrying with backoff: {}",
-            error_chain(e)
+            in_words(e)
         ),
     }
+}
+
+/// A watch stream's error in words: the apiserver's message and what to do
+/// ([`api_error::explain_watch`]) for a watch or API error in its source chain (never kube's
+/// `Display`, which ends in a `Debug` dump of the `Status`), the chain itself for anything else.
+fn in_words(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = current {
+        if let Some(w) = err.downcast_ref::<watcher::Error>() {
+            return api_error::explain_watch(w);
+        }
+        if let Some(k) = err.downcast_ref::<kube::Error>() {
+            return api_error::explain(k);
+        }
+        current = err.source();
+    }
+    error_chain(e)
 }
 
 /// The apiserver's Status in an error's source chain, if any.
@@ -579,6 +598,30 @@ mod tests {
         let missing = watcher::Error::InitialListFailed(kube::Error::Api(Box::new(status(404, "NotFound"))));
         let m = watch_error_message(&missing);
         assert!(m.contains("CustomResourceDefinition installed"), "{m}");
+    }
+
+    #[test]
+    fn other_watch_failures_carry_the_apiservers_words_not_a_status_dump() {
+        let overloaded =
+            || kube::core::Status::failure("storage is (re)initializing", "TooManyRequests").with_code(429);
+        let listed = watcher::Error::InitialListFailed(kube::Error::Api(Box::new(overloaded())));
+        assert!(
+            error_chain(&listed).contains("Status {"),
+            "positive control: kube's Display dumps the Status"
+        );
+        for e in [listed, watcher::Error::WatchError(Box::new(overloaded()))] {
+            let m = watch_error_message(&e);
+            assert!(
+                m.starts_with(
+                    "cannot list or watch a resource this controller needs; retrying with backoff: \
+                     storage is (re)initializing (the apiserver is overloaded"
+                ),
+                "{m}"
+            );
+            assert!(!m.contains("Status {") && !m.contains("ApiError"), "{m}");
+        }
+        let plain = std::io::Error::other("connection reset");
+        assert!(watch_error_message(&plain).ends_with("connection reset"));
     }
 
     #[derive(Debug, thiserror::Error)]

@@ -28,17 +28,15 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec, DeploymentStrategy, RollingUpdateDeployment};
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, ContainerPort, EnvVar, EnvVarSource, HTTPGetAction, LocalObjectReference,
-    ObjectFieldSelector, PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec, Probe,
-    SecretVolumeSource, SecurityContext, TCPSocketAction, TopologySpreadConstraint, Volume, VolumeMount,
-    WeightedPodAffinityTerm,
+    Affinity, Container, LocalObjectReference, PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec,
+    SecretVolumeSource, TopologySpreadConstraint, Volume, VolumeMount, WeightedPodAffinityTerm,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use super::container::runtime_container;
 use super::plan::Plan;
-use crate::pkg::kind::Kind;
 
 /// The runtime container's name (upstream's).
 pub const CONTAINER: &str = "package-runtime";
@@ -62,7 +60,7 @@ const TERMINATION_SLACK_SECONDS: i64 = 10;
 pub const TERMINATION_GRACE: i64 =
     GRACEFUL_SHUTDOWN_SECONDS + RENEW_DEADLINE_SECONDS + TERMINATION_SLACK_SECONDS;
 /// Upstream's non-root user and group.
-const USER: i64 = 2000;
+pub(super) const USER: i64 = 2000;
 /// Where the TLS server Secret is mounted.
 pub const TLS_SERVER_DIR: &str = "/tls/server";
 /// Where the TLS client Secret is mounted.
@@ -87,7 +85,42 @@ pub fn deployment(plan: &Plan) -> Deployment {
             max_unavailable: Some(IntOrString::Int(0)),
         }),
     });
+    pod_metadata(plan, &selector, &mut spec);
+    let pod = spec.template.spec.get_or_insert_with(PodSpec::default);
+    pod_defaults(plan, &selector, pod);
+    pull_secrets(plan, pod);
+    // The runtime container, first.
+    let at = pod.containers.iter().position(|c| c.name == CONTAINER);
+    let mut c = match at {
+        Some(i) => pod.containers.remove(i),
+        None => Container {
+            name: CONTAINER.into(),
+            ..Default::default()
+        },
+    };
+    runtime_container(plan, &mut c);
+    pod.containers.insert(0, c);
+    tls_volumes(plan, pod);
 
+    let mut labels = plan.labels.clone();
+    labels.extend(tmeta.labels.unwrap_or_default());
+    Deployment {
+        metadata: ObjectMeta {
+            name: Some(plan.deployment_name()),
+            namespace: Some(plan.namespace.clone()),
+            labels: Some(labels),
+            annotations: tmeta.annotations,
+            owner_references: Some(plan.revision_owners()),
+            ..Default::default()
+        },
+        spec: Some(spec),
+        status: None,
+    }
+}
+
+/// The Pod template's labels (the plan's unless the config sets them, and always the selector's)
+/// and Prometheus annotations (unless the config sets them).
+fn pod_metadata(plan: &Plan, selector: &BTreeMap<String, String>, spec: &mut DeploymentSpec) {
     let pod_meta = spec.template.metadata.get_or_insert_with(Default::default);
     let pod_labels = pod_meta.labels.get_or_insert_with(Default::default);
     for (k, v) in &plan.labels {
@@ -102,8 +135,11 @@ pub fn deployment(plan: &Plan) -> Deployment {
     ] {
         annotations.entry(k.into()).or_insert(v);
     }
+}
 
-    let pod = spec.template.spec.get_or_insert_with(PodSpec::default);
+/// What the Pod gets unless the config sets it: the ServiceAccount, a non-root security context,
+/// [`TERMINATION_GRACE`], anti-affinity on the host and topology spread over zones and hosts.
+fn pod_defaults(plan: &Plan, selector: &BTreeMap<String, String>, pod: &mut PodSpec) {
     pod.service_account_name
         .get_or_insert_with(|| plan.service_account_name());
     pod.security_context.get_or_insert_with(|| PodSecurityContext {
@@ -153,6 +189,10 @@ pub fn deployment(plan: &Plan) -> Deployment {
             })
             .collect()
     });
+}
+
+/// The package's pull secrets and its ImageConfig's, after the config's own (none: no field).
+fn pull_secrets(plan: &Plan, pod: &mut PodSpec) {
     let secrets = pod.image_pull_secrets.get_or_insert_with(Vec::new);
     for s in plan.pull_secrets.iter().chain(&plan.image_config_pull_secret) {
         if !secrets.iter().any(|x| &x.name == s) {
@@ -161,168 +201,6 @@ pub fn deployment(plan: &Plan) -> Deployment {
     }
     if secrets.is_empty() {
         pod.image_pull_secrets = None;
-    }
-
-    // The runtime container, first.
-    let at = pod.containers.iter().position(|c| c.name == CONTAINER);
-    let mut c = match at {
-        Some(i) => pod.containers.remove(i),
-        None => Container {
-            name: CONTAINER.into(),
-            ..Default::default()
-        },
-    };
-    runtime_container(plan, &mut c);
-    pod.containers.insert(0, c);
-    tls_volumes(plan, pod);
-
-    let mut labels = plan.labels.clone();
-    labels.extend(tmeta.labels.unwrap_or_default());
-    Deployment {
-        metadata: ObjectMeta {
-            name: Some(plan.deployment_name()),
-            namespace: Some(plan.namespace.clone()),
-            labels: Some(labels),
-            annotations: tmeta.annotations,
-            owner_references: Some(plan.revision_owners()),
-            ..Default::default()
-        },
-        spec: Some(spec),
-        status: None,
-    }
-}
-
-fn field_env(name: &str, path: &str) -> EnvVar {
-    EnvVar {
-        name: name.into(),
-        value_from: Some(EnvVarSource {
-            field_ref: Some(ObjectFieldSelector {
-                api_version: Some("v1".into()),
-                field_path: path.into(),
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-fn value_env(name: &str, value: &str) -> EnvVar {
-    EnvVar {
-        name: name.into(),
-        value: Some(value.into()),
-        ..Default::default()
-    }
-}
-
-fn runtime_container(plan: &Plan, c: &mut Container) {
-    c.image.get_or_insert_with(|| plan.image.clone());
-    c.image_pull_policy.get_or_insert_with(|| "IfNotPresent".into());
-    if let Some(p) = &plan.pull_policy {
-        c.image_pull_policy = Some(p.clone());
-    }
-    c.security_context.get_or_insert_with(|| SecurityContext {
-        run_as_user: Some(USER),
-        run_as_group: Some(USER),
-        run_as_non_root: Some(true),
-        allow_privilege_escalation: Some(false),
-        privileged: Some(false),
-        ..Default::default()
-    });
-    let name_label = plan.kind.runtime_label().unwrap_or(apis::pkg::LABEL_PACKAGE);
-    let mut env = vec![
-        field_env("POD_NAME", "metadata.name"),
-        field_env("POD_NAMESPACE", "metadata.namespace"),
-        field_env(
-            if plan.kind == Kind::Function {
-                "FUNCTION_NAME"
-            } else {
-                "PROVIDER_NAME"
-            },
-            &format!("metadata.labels['{name_label}']"),
-        ),
-        field_env(
-            "REVISION_NAME",
-            &format!("metadata.labels['{}']", apis::pkg::LABEL_REVISION),
-        ),
-        value_env("REVISION_UID", &plan.revision_uid),
-    ];
-    if plan.kind == Kind::Provider {
-        env.push(value_env("LEADER_ELECTION", "true"));
-        env.push(value_env("LEADER_ELECTION_ID", &plan.lease()));
-    }
-    if plan.tls_server.is_some() {
-        env.push(value_env("TLS_SERVER_CERTS_DIR", TLS_SERVER_DIR));
-        if plan.kind == Kind::Provider {
-            env.push(value_env("WEBHOOK_TLS_CERT_DIR", "$(TLS_SERVER_CERTS_DIR)"));
-        }
-    }
-    if plan.tls_client.is_some() {
-        env.push(value_env("TLS_CLIENT_CERTS_DIR", TLS_CLIENT_DIR));
-    }
-    let have = c.env.get_or_insert_with(Vec::new);
-    // Ours go first, so `$(TLS_SERVER_CERTS_DIR)` and the config's own references resolve.
-    let theirs: Vec<EnvVar> = std::mem::take(have);
-    let mut merged: Vec<EnvVar> = env
-        .into_iter()
-        .filter(|e| !theirs.iter().any(|t| t.name == e.name))
-        .collect();
-    merged.extend(theirs);
-    *have = merged;
-
-    let tls_port_name = if plan.kind == Kind::Function {
-        "grpc"
-    } else {
-        "webhook"
-    };
-    let mut ports = vec![port("metrics", METRICS_PORT)];
-    if plan.kind == Kind::Provider {
-        ports.push(port("health", HEALTH_PORT));
-    }
-    if plan.kind == Kind::Function || plan.tls_server.is_some() {
-        ports.push(port(tls_port_name, TLS_PORT));
-    }
-    let have = c.ports.get_or_insert_with(Vec::new);
-    for p in ports {
-        if !have
-            .iter()
-            .any(|h| h.name == p.name || h.container_port == p.container_port)
-        {
-            have.push(p);
-        }
-    }
-    let probe = |path: &str, period: i32, failures: i32| match plan.kind {
-        Kind::Function => Probe {
-            tcp_socket: Some(TCPSocketAction {
-                port: IntOrString::String("grpc".into()),
-                ..Default::default()
-            }),
-            period_seconds: Some(period),
-            failure_threshold: Some(failures),
-            timeout_seconds: Some(2),
-            ..Default::default()
-        },
-        _ => Probe {
-            http_get: Some(HTTPGetAction {
-                path: Some(path.into()),
-                port: IntOrString::String("health".into()),
-                ..Default::default()
-            }),
-            period_seconds: Some(period),
-            failure_threshold: Some(failures),
-            timeout_seconds: Some(2),
-            ..Default::default()
-        },
-    };
-    c.liveness_probe.get_or_insert_with(|| probe("/healthz", 10, 3));
-    c.readiness_probe.get_or_insert_with(|| probe("/readyz", 5, 2));
-}
-
-fn port(name: &str, number: i32) -> ContainerPort {
-    ContainerPort {
-        name: Some(name.into()),
-        container_port: number,
-        protocol: Some("TCP".into()),
-        ..Default::default()
     }
 }
 
@@ -392,6 +270,7 @@ pub fn selector_string(labels: &BTreeMap<String, String>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pkg::kind::Kind;
     use crate::pkg::runtime::plan::tests::plan;
     use serde_json::{Value, json};
 

@@ -11,7 +11,7 @@
 //! 3. Active: the TLS Secrets ([`tls`]), the ServiceAccount, Role and RoleBinding ([`identity`]), the
 //!    Service ([`service`]; a FunctionRevision's `status.endpoint` is its address); then, once the
 //!    revision is `RevisionHealthy` (its CRDs are established), the Deployment and its
-//!    PodDisruptionBudget ([`deployment`]), written with server-side apply (field manager
+//!    PodDisruptionBudget ([`deployment`], its runtime container [`container`]), written with server-side apply (field manager
 //!    [`FIELD_MANAGER`], forced, as upstream).
 //!    A Provider with the `safe-start` capability whose ManagedResourceDefinitions are all Inactive
 //!    runs 0 replicas until one is activated ([`activation`]).
@@ -20,6 +20,7 @@
 //!    manager hands over only to a healthy revision, the previous one keeps running.
 
 pub mod activation;
+pub mod container;
 pub mod deployment;
 pub mod handover;
 pub mod health;
@@ -256,9 +257,7 @@ where
 
 /// The inactive path: one [`handover`] step for the revision's Deployment.
 async fn hand_over(ctx: &Ctx, plan: &Plan) -> Result<Action, Error> {
-    let client = &ctx.client;
-    let ns = &plan.namespace;
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let deployments: Api<Deployment> = Api::namespaced(ctx.client.clone(), &plan.namespace);
     let name = plan.deployment_name();
     let old = deployments.get_opt(&name).await?.filter(|d| {
         d.owner_references()
@@ -274,6 +273,22 @@ async fn hand_over(ctx: &Ctx, plan: &Plan) -> Result<Action, Error> {
         delete(&deployments, &name, plan).await?;
         return Ok(Action::await_change());
     };
+    let observed = observe(&ctx.client, &deployments, plan, &old, &current).await?;
+    let step = handover::decide(observed);
+    tracing::debug!(revision = %plan.revision, current = %current, ?observed, ?step, "handover");
+    take_step(&deployments, plan, &current, observed, step).await
+}
+
+/// What a handover from the revision's `old` Deployment to revision `current` decides on: the old
+/// Deployment's replicas and Pods, whether the current revision is Available, and who leads.
+async fn observe(
+    client: &kube::Client,
+    deployments: &Api<Deployment>,
+    plan: &Plan,
+    old: &Deployment,
+    current: &str,
+) -> Result<Observed, Error> {
+    let ns = &plan.namespace;
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let pod_names = |rev: String| {
         let pods = pods.clone();
@@ -289,7 +304,7 @@ async fn hand_over(ctx: &Ctx, plan: &Plan) -> Result<Action, Error> {
             )
         }
     };
-    let current_pods = pod_names(current.clone()).await?;
+    let current_pods = pod_names(current.to_string()).await?;
     let old_pods = pod_names(plan.revision.clone()).await?;
     let lp = ListParams::default().labels(&format!("{LABEL_REVISION}={current}"));
     let current_available = deployments.list(&lp).await?.items.iter().any(health::available);
@@ -301,7 +316,7 @@ async fn hand_over(ctx: &Ctx, plan: &Plan) -> Result<Action, Error> {
         .into_iter()
         .filter_map(|l| l.spec?.holder_identity)
         .collect();
-    let observed = Observed {
+    Ok(Observed {
         old: Some(Old {
             replicas: old.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
             pods: old_pods.len(),
@@ -313,9 +328,19 @@ async fn hand_over(ctx: &Ctx, plan: &Plan) -> Result<Action, Error> {
         current_available,
         elects: plan.kind == Kind::Provider,
         leader: handover::leader(holders.iter().map(String::as_str), &current_pods, &old_pods),
-    };
-    let step = handover::decide(observed);
-    tracing::debug!(revision = %plan.revision, current = %current, ?observed, ?step, "handover");
+    })
+}
+
+/// Takes handover step `step` (decided on `observed`) for the revision's Deployment, handing over
+/// to revision `current`.
+async fn take_step(
+    deployments: &Api<Deployment>,
+    plan: &Plan,
+    current: &str,
+    observed: Observed,
+    step: Step,
+) -> Result<Action, Error> {
+    let name = plan.deployment_name();
     let pp = PatchParams::default();
     match step {
         Step::Done => Ok(Action::await_change()),
@@ -350,7 +375,7 @@ async fn hand_over(ctx: &Ctx, plan: &Plan) -> Result<Action, Error> {
             Ok(Action::requeue(HANDOVER_POLL))
         }
         Step::Delete => {
-            delete(&deployments, &name, plan).await?;
+            delete(deployments, &name, plan).await?;
             tracing::info!(revision = %plan.revision, current = %current, "handover done: the current revision leads; deleted the old Deployment");
             Ok(Action::await_change())
         }
