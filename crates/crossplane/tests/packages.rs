@@ -1010,9 +1010,19 @@ async fn a_provider_runs_ha_by_default_and_is_unhealthy_while_not_available() ->
         msg.contains(&format!("Deployment {}/{rev_name} is not Available", bed.ns)),
         "{msg}"
     );
-    let pkg = bed.wait_condition("Provider", &name, "Healthy", "False").await?;
-    let why = condition(&pkg, "Healthy").context("Healthy")?["message"].to_string();
-    assert!(why.contains("is not Available"), "{why}");
+    // The package follows its revision: its first Healthy=False may still say it waits for the
+    // revision, so wait for the one that names the Deployment.
+    let why = wait_for(
+        "the Provider's Healthy=False to say its Deployment is not Available",
+        WAIT,
+        || async {
+            let pkg = bed.wait_condition("Provider", &name, "Healthy", "False").await?;
+            let why = condition(&pkg, "Healthy").context("Healthy")?["message"].to_string();
+            Ok(why.contains("is not Available").then_some(why))
+        },
+    )
+    .await?;
+    assert!(why.contains(&rev_name), "{why}");
     Ok(())
 }
 
