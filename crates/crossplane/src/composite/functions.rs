@@ -65,13 +65,23 @@ impl Functions {
         function: &str,
         endpoint: &str,
     ) -> Result<function::Client, String> {
+        let key = format!("tls:{endpoint}");
+        // A client exists only once its function's server certificate was ensured: no need to read
+        // the Secret again on every call.
+        if let Some(c) = self
+            .clients
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&key)
+        {
+            return Ok(c.clone());
+        }
         let pki = self
             .pki
             .get_or_try_init(|| Pki::load_or_create(client, &self.namespace))
             .await?;
         pki.ensure_server(client, &self.namespace, function, pki::host(endpoint))
             .await?;
-        let key = format!("tls:{endpoint}");
         let mut clients = self
             .clients
             .lock()
