@@ -340,42 +340,8 @@ pub async fn run(
     let (v1, v2) = push(&registry, archives).await?;
     eprintln!("[packages] pushed the core, {v1} and {v2}");
     let client = cluster.client().await?;
-    let overlay = write_overlay(&dir.join("packages-overlay"), registry.host(), false)?;
-    testenv::kubectl::apply(cluster.kubeconfig(), &overlay)?;
-    let core: Vec<String> = ["crossplane", "crossplane-rbac-manager"]
-        .map(String::from)
-        .to_vec();
-    workload::wait_deployments(&client, NAMESPACE, &core, 2, READY_TIMEOUT).await?;
-    eprintln!("[packages] the core and the RBAC manager run, pulled from the registry");
-
-    let file = dir.join("provider.json");
-    std::fs::write(&file, provider_manifest(&v1).to_string())?;
-    let applied = Instant::now();
-    testenv::kubectl::run(
-        cluster.kubeconfig(),
-        &["apply", "-f", &file.display().to_string()],
-    )
-    .context("applying the Provider")?;
-    let providers = provider_api(&client);
-    let provider = wait_provider(&providers, READY_TIMEOUT, |p| {
-        is_true(p, "Installed") && is_true(p, "Healthy")
-    })
-    .await?;
-    let apply_to_healthy = applied.elapsed().as_secs_f64();
-    let revision = current_revision(&provider)?;
-    eprintln!("[packages] Provider Installed and Healthy {apply_to_healthy:.1}s after apply ({revision})");
-    let pods = wait_runtime(&client, &revision, READY_TIMEOUT).await?;
-    let leader = wait_leader_among(&client, &pods, READY_TIMEOUT).await?;
-    let rev = revision_api(&client).get(&revision).await?;
-    let crds: Vec<String> = rev.data["status"]["objectRefs"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter(|r| r["kind"] == "CustomResourceDefinition")
-                .filter_map(|r| r["name"].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
+    install_core(&cluster, &client, dir, registry.host()).await?;
+    let installed = install_provider(&cluster, &client, dir, &v1).await?;
 
     let function_package = push_function(&registry, &archives.function).await?;
     let mut function = function::install(
@@ -410,38 +376,7 @@ pub async fn run(
 
     let churn = crate::churn::Churn::start(nops.clone(), "pkg", NOPS, Duration::from_millis(250));
     let started_at = Timestamp::now();
-    let rounds = async {
-        let mut rounds = Vec::new();
-        for way in [Way::Ours, Way::Upstream] {
-            if way == Way::Upstream {
-                let patch = json!({"spec": {"revisionActivationPolicy": "Manual"}});
-                providers
-                    .patch(PROVIDER, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await?;
-            }
-            for i in 0..upgrades {
-                let (from, to, change) = if i % 2 == 0 {
-                    (&v1, &v2, "v1 → v2")
-                } else {
-                    (&v2, &v1, "v2 → v1")
-                };
-                let _ = from;
-                let u = upgrade(&client, way, to, change).await?;
-                eprintln!("[packages] {way:?} {change}: done in {:.1}s", u.seconds);
-                rounds.push(u);
-            }
-            // Back to v1 for the next way.
-            if upgrades % 2 == 1 {
-                let u = upgrade(&client, way, &v1, "v2 → v1").await?;
-                eprintln!(
-                    "[packages] {way:?} back to v1 (not counted): done in {:.1}s",
-                    u.seconds
-                );
-            }
-        }
-        anyhow::Ok(rounds)
-    }
-    .await;
+    let rounds = upgrade_rounds(&client, (&v1, &v2), upgrades).await;
     let changes = churn.stop().await?;
     let mut rounds = rounds?;
     let nops_ready = crate::churn::wait_settled(nops.clone(), "pkg", NOPS, READY_TIMEOUT).await?;
@@ -457,6 +392,142 @@ pub async fn run(
     )
     .await?;
 
+    let audit = judge(&cluster, started_at, &mut rounds)?;
+    Ok(Outcome {
+        registry: registry.host().to_string(),
+        apply_to_healthy: installed.apply_to_healthy,
+        function,
+        configuration,
+        pods: installed.pods,
+        leader: installed.leader,
+        crds: installed.crds,
+        upgrades: rounds,
+        changes,
+        nops_ready,
+        writes: audit.writes,
+        violations: audit.violations,
+        terms: audit.terms,
+        refused: audit.refused,
+        bad_inputs,
+    })
+}
+
+/// Applies the core's overlay (images from `registry`) and waits for the core and the RBAC manager.
+async fn install_core(
+    cluster: &testenv::Cluster,
+    client: &kube::Client,
+    dir: &Path,
+    registry: &str,
+) -> anyhow::Result<()> {
+    let overlay = write_overlay(&dir.join("packages-overlay"), registry, false)?;
+    testenv::kubectl::apply(cluster.kubeconfig(), &overlay)?;
+    let core: Vec<String> = ["crossplane", "crossplane-rbac-manager"]
+        .map(String::from)
+        .to_vec();
+    workload::wait_deployments(client, NAMESPACE, &core, 2, READY_TIMEOUT).await?;
+    eprintln!("[packages] the core and the RBAC manager run, pulled from the registry");
+    Ok(())
+}
+
+/// What installing the Provider showed.
+struct Installed {
+    apply_to_healthy: f64,
+    pods: Vec<String>,
+    leader: String,
+    crds: Vec<String>,
+}
+
+/// Applies the Provider at `package` with kubectl, as a user does, and waits until it is Installed and
+/// Healthy, its runtime's Pods Ready and one of them leading.
+async fn install_provider(
+    cluster: &testenv::Cluster,
+    client: &kube::Client,
+    dir: &Path,
+    package: &str,
+) -> anyhow::Result<Installed> {
+    let file = dir.join("provider.json");
+    std::fs::write(&file, provider_manifest(package).to_string())?;
+    let applied = Instant::now();
+    testenv::kubectl::run(
+        cluster.kubeconfig(),
+        &["apply", "-f", &file.display().to_string()],
+    )
+    .context("applying the Provider")?;
+    let provider = wait_provider(&provider_api(client), READY_TIMEOUT, |p| {
+        is_true(p, "Installed") && is_true(p, "Healthy")
+    })
+    .await?;
+    let apply_to_healthy = applied.elapsed().as_secs_f64();
+    let revision = current_revision(&provider)?;
+    eprintln!("[packages] Provider Installed and Healthy {apply_to_healthy:.1}s after apply ({revision})");
+    let pods = wait_runtime(client, &revision, READY_TIMEOUT).await?;
+    let leader = wait_leader_among(client, &pods, READY_TIMEOUT).await?;
+    let rev = revision_api(client).get(&revision).await?;
+    let crds: Vec<String> = rev.data["status"]["objectRefs"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|r| r["kind"] == "CustomResourceDefinition")
+                .filter_map(|r| r["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Installed {
+        apply_to_healthy,
+        pods,
+        leader,
+        crds,
+    })
+}
+
+/// `upgrades` upgrades between `v1` and `v2` our way, then as many upstream's way (revision activation
+/// Manual), each way ending on v1.
+async fn upgrade_rounds(
+    client: &kube::Client,
+    (v1, v2): (&str, &str),
+    upgrades: usize,
+) -> anyhow::Result<Vec<Upgrade>> {
+    let mut rounds = Vec::new();
+    for way in [Way::Ours, Way::Upstream] {
+        if way == Way::Upstream {
+            let patch = json!({"spec": {"revisionActivationPolicy": "Manual"}});
+            provider_api(client)
+                .patch(PROVIDER, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+        }
+        for i in 0..upgrades {
+            let (to, change) = if i % 2 == 0 {
+                (v2, "v1 → v2")
+            } else {
+                (v1, "v2 → v1")
+            };
+            let u = upgrade(client, way, to, change).await?;
+            eprintln!("[packages] {way:?} {change}: done in {:.1}s", u.seconds);
+            rounds.push(u);
+        }
+        // Back to v1 for the next way.
+        if upgrades % 2 == 1 {
+            let u = upgrade(client, way, v1, "v2 → v1").await?;
+            eprintln!(
+                "[packages] {way:?} back to v1 (not counted): done in {:.1}s",
+                u.seconds
+            );
+        }
+    }
+    Ok(rounds)
+}
+
+/// What the audit log shows of the provider's writes since `started_at`.
+struct Audit {
+    writes: usize,
+    violations: Vec<String>,
+    terms: Vec<(String, String)>,
+    refused: Vec<String>,
+}
+
+/// Checks the provider's writes since `started_at` against its Lease's terms, and fills in each
+/// round's longest time with no leader.
+fn judge(cluster: &testenv::Cluster, started_at: Timestamp, rounds: &mut [Upgrade]) -> anyhow::Result<Audit> {
     let events: Vec<AuditEvent> = cluster
         .audit()
         .read()?
@@ -484,7 +555,7 @@ pub async fn run(
             .map(|v| v.to_string()),
     );
     let all_terms = checker::terms(&events, &lock);
-    for u in &mut rounds {
+    for u in rounds.iter_mut() {
         let (gap, handovers) = longest_gap(&all_terms, u.start, u.end);
         u.gap_ms = gap;
         u.handovers = handovers;
@@ -505,22 +576,11 @@ pub async fn run(
             )
         })
         .collect();
-    Ok(Outcome {
-        registry: registry.host().to_string(),
-        apply_to_healthy,
-        function,
-        configuration,
-        pods,
-        leader,
-        crds,
-        upgrades: rounds,
-        changes,
-        nops_ready,
+    Ok(Audit {
         writes,
         violations,
         terms,
         refused,
-        bad_inputs,
     })
 }
 
