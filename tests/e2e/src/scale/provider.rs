@@ -9,13 +9,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context, bail, ensure};
-use futures::StreamExt;
+use anyhow::{Context, ensure};
 use jiff::Timestamp;
 use kube::{
     Api, CustomResourceExt,
     api::{ApiResource, DynamicObject, Patch, PatchParams},
-    runtime::{WatchStreamExt, watcher},
 };
 use serde::Serialize;
 use tokio::process::{Child, Command};
@@ -330,54 +328,23 @@ async fn measure(
         &ApiResource::erase::<provider_nop::types::NopResource>(&()),
     );
     // Count Ready resources from a watch, so that counting costs the apiserver no lists.
-    let (tx, mut rx) = tokio::sync::watch::channel(0usize);
-    let watch_failures = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let watch = {
-        let api = api.clone();
-        let failures = watch_failures.clone();
-        tokio::spawn(async move {
-            let mut ready = HashSet::new();
-            let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()).applied_objects());
-            while let Some(obj) = stream.next().await {
-                let Ok(obj) = obj else {
-                    failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    continue;
-                };
-                if is_ready(&obj)
-                    && let Some(name) = obj.metadata.name
-                    && ready.insert(name)
-                {
-                    let _ = tx.send(ready.len());
-                }
-            }
-        })
-    };
+    let (watch, mut rx) = super::tally::count(api.clone(), is_ready);
     let cpu0 = [replicas[0].cpu_seconds()?, replicas[1].cpu_seconds()?];
     let from = Timestamp::now();
     let started = Instant::now();
     create(&api, size).await?;
     let create_seconds = started.elapsed().as_secs_f64();
-    let waited = tokio::time::timeout(READY_TIMEOUT, rx.wait_for(|n| *n >= size))
-        .await
-        .is_ok_and(|r| r.is_ok());
+    let what = format!("NopResources Ready (logs in {})", logs.display());
+    let waited = super::tally::wait(&mut rx, size, READY_TIMEOUT, imp.label(), &what).await;
     let ready_seconds = started.elapsed().as_secs_f64();
     let until = Timestamp::now();
     watch.abort();
-    if !waited {
-        bail!(
-            "{} of {size} NopResources Ready after {}s ({}; the counting watch failed and was retried {} \
-             times; logs in {})",
-            *rx.borrow(),
-            READY_TIMEOUT.as_secs(),
-            imp.label(),
-            watch_failures.load(std::sync::atomic::Ordering::Relaxed),
-            logs.display()
-        );
-    }
-    let watch_failures = watch_failures.load(std::sync::atomic::Ordering::Relaxed);
-    if watch_failures > 0 {
+    waited?;
+    let tally = rx.borrow().clone();
+    if tally.errors > 0 || tally.restarts > 0 {
         eprintln!(
-            "[scale] the watch counting Ready NopResources failed and was retried {watch_failures} times"
+            "[scale] the watch counting Ready NopResources failed {} times and re-listed {} times",
+            tally.errors, tally.restarts
         );
     }
     let usage = |i: usize| -> anyhow::Result<Usage> {
@@ -395,10 +362,29 @@ async fn measure(
     for r in &mut replicas {
         r.stop().await;
     }
-
-    // The replicas' requests in the window, one per request (its ResponseComplete stage, or the
-    // ResponseStarted of a watch).
     let identities: Vec<&str> = replicas.iter().map(|r| r.identity.as_str()).collect();
+    let (requests, lease_requests) = requests(cluster, &identities, from, until)?;
+    Ok(Run {
+        imp,
+        size,
+        create_seconds,
+        ready_seconds,
+        reconciles,
+        leader: leader_usage,
+        standby: standby_usage,
+        requests,
+        lease_requests,
+    })
+}
+
+/// The requests of the replicas named by `identities` in `[from, until]`, by verb, and their Lease
+/// requests apart; one per request (its ResponseComplete stage, or the ResponseStarted of a watch).
+fn requests(
+    cluster: &testenv::Cluster,
+    identities: &[&str],
+    from: Timestamp,
+    until: Timestamp,
+) -> anyhow::Result<(BTreeMap<String, usize>, usize)> {
     let mut requests = BTreeMap::new();
     let mut lease_requests = 0;
     let mut seen = HashSet::new();
@@ -418,15 +404,5 @@ async fn measure(
             *requests.entry(e.verb.clone()).or_insert(0) += 1;
         }
     }
-    Ok(Run {
-        imp,
-        size,
-        create_seconds,
-        ready_seconds,
-        reconciles,
-        leader: leader_usage,
-        standby: standby_usage,
-        requests,
-        lease_requests,
-    })
+    Ok((requests, lease_requests))
 }
