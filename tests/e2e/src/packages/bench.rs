@@ -97,12 +97,20 @@ pub fn run(upgrades: usize) -> anyhow::Result<i32> {
 }
 
 impl Outcome {
-    /// Fails unless the run was safe and complete: writes checked and no violation, no request of the
+    /// Fails unless the run was safe and complete: the Provider's kinds defined (a CRD, or an MRD whose
+    /// CRD exists), writes checked and no violation, no request of the
     /// package runtimes or the core refused (403), every NopResource
     /// Ready, every upgrade handed the Lease over, upstream's order showing a gap (the measure's
     /// positive control) and ours none longer than upstream's shortest.
     pub fn check(&self) -> anyhow::Result<()> {
         anyhow::ensure!(self.writes > 0, "no write of the provider was checked");
+        anyhow::ensure!(
+            self.crds
+                .iter()
+                .any(|d| d.starts_with("CRD ") || d.ends_with("(its CRD exists)")),
+            "the Provider's first revision installed no definition whose CRD exists: {:?}",
+            self.crds
+        );
         anyhow::ensure!(self.violations.is_empty(), "violations: {:#?}", self.violations);
         anyhow::ensure!(
             self.refused.is_empty(),

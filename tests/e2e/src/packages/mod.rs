@@ -118,7 +118,8 @@ pub struct Outcome {
     pub pods: Vec<String>,
     /// The first leader.
     pub leader: String,
-    /// CRDs the first revision installed.
+    /// The definitions of its kinds the first revision installed: `CRD <name>`, or `MRD <name> (its CRD
+    /// exists)` / `(no CRD yet)`.
     pub crds: Vec<String>,
     /// The upgrades, ours first.
     pub upgrades: Vec<Upgrade>,
@@ -463,15 +464,28 @@ async fn install_provider(
     let pods = wait_runtime(client, &revision, READY_TIMEOUT).await?;
     let leader = wait_leader_among(client, &pods, READY_TIMEOUT).await?;
     let rev = revision_api(client).get(&revision).await?;
-    let crds: Vec<String> = rev.data["status"]["objectRefs"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter(|r| r["kind"] == "CustomResourceDefinition")
-                .filter_map(|r| r["name"].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
+    // A provider's managed-resource CRDs are installed as ManagedResourceDefinitions, each of which
+    // makes its CRD once active; its other CRDs (ProviderConfigs) directly.
+    let crd_api: Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = Api::all(client.clone());
+    let mut crds = Vec::new();
+    for r in rev.data["status"]["objectRefs"].as_array().into_iter().flatten() {
+        let (Some(kind), Some(name)) = (r["kind"].as_str(), r["name"].as_str()) else {
+            continue;
+        };
+        match kind {
+            "CustomResourceDefinition" => crds.push(format!("CRD {name}")),
+            "ManagedResourceDefinition" => {
+                let made = crd_api.get_opt(name).await?.is_some();
+                crds.push(format!(
+                    "MRD {name} ({})",
+                    if made { "its CRD exists" } else { "no CRD yet" }
+                ));
+            }
+            _ => {}
+        }
+    }
     Ok(Installed {
         apply_to_healthy,
         pods,

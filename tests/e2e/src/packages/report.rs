@@ -91,7 +91,7 @@ pub fn markdown(o: &Outcome, provenance: &Value) -> String {
         String::new(),
         format!(
             "An upstream-shaped `Provider` (only `spec.package` names the registry) was Installed and Healthy \
-             **{:.1} s** after `kubectl apply`, with {} CRD(s) ({}), {} Ready Pods ({}) and one leader, `{}`. \
+             **{:.1} s** after `kubectl apply`, with {} definition(s) of its kinds ({}), {} Ready Pods ({}) and one leader, `{}`. \
              Its {} NopResources then became Ready: the RBAC manager bound the revision's system role, \
              so the runtime may manage its own kinds.",
             o.apply_to_healthy,
