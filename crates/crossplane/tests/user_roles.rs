@@ -91,21 +91,29 @@ async fn each_user_role_grants_what_upstream_grants() -> anyhow::Result<()> {
             .await?;
     }
 
-    // Aggregation is the controller manager's work: wait until the weakest role sees the new XR kind.
-    let browser = user("browse");
-    wait_for(
-        "crossplane-browse to aggregate the XRD's role",
-        Duration::from_secs(60),
-        || {
-            let (client, group, browser) = (client.clone(), group.clone(), browser.clone());
-            async move {
-                Ok(can(&client, &browser, "list", &group, "xthings")
-                    .await?
-                    .then_some(()))
-            }
-        },
-    )
-    .await?;
+    // Aggregation is the controller manager's work, one role at a time: wait until each role sees the
+    // new XR kind as it should before the table is judged.
+    for (role, verb) in [
+        ("admin", "create"),
+        ("edit", "create"),
+        ("view", "list"),
+        ("browse", "list"),
+    ] {
+        let subject = user(role);
+        wait_for(
+            &format!("crossplane-{role} to aggregate the XRD's role ({verb} xthings)"),
+            Duration::from_secs(60),
+            || {
+                let (client, group, subject) = (client.clone(), group.clone(), subject.clone());
+                async move {
+                    Ok(can(&client, &subject, verb, &group, "xthings")
+                        .await?
+                        .then_some(()))
+                }
+            },
+        )
+        .await?;
+    }
 
     let xr = group.as_str();
     let cp = "apiextensions.crossplane.io";
