@@ -105,9 +105,7 @@ impl Outcome {
     pub fn check(&self) -> anyhow::Result<()> {
         anyhow::ensure!(self.writes > 0, "no write of the provider was checked");
         anyhow::ensure!(
-            self.crds
-                .iter()
-                .any(|d| d.starts_with("CRD ") || d.ends_with("(its CRD exists)")),
+            super::defines_a_kind(&self.crds),
             "the Provider's first revision installed no definition whose CRD exists: {:?}",
             self.crds
         );

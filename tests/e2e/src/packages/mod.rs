@@ -430,6 +430,26 @@ async fn install_core(
     Ok(())
 }
 
+/// How [`Outcome::crds`] names a definition of a kind: `CRD <name>` (`mrd_made: None`), or `MRD <name>`
+/// and whether the MRD has made its CRD.
+fn definition(name: &str, mrd_made: Option<bool>) -> String {
+    match mrd_made {
+        None => format!("CRD {name}"),
+        Some(true) => format!("MRD {name} ({MRD_MADE})"),
+        Some(false) => format!("MRD {name} (no CRD yet)"),
+    }
+}
+
+/// The words of [`definition`] for an MRD whose CRD exists.
+const MRD_MADE: &str = "its CRD exists";
+
+/// Whether one of `definitions` ([`definition`]) really defines a kind: a CRD, or an MRD whose CRD exists.
+pub(crate) fn defines_a_kind(definitions: &[String]) -> bool {
+    definitions
+        .iter()
+        .any(|d| d.starts_with("CRD ") || d.ends_with(&format!("({MRD_MADE})")))
+}
+
 /// What installing the Provider showed.
 struct Installed {
     apply_to_healthy: f64,
@@ -475,13 +495,10 @@ async fn install_provider(
             continue;
         };
         match kind {
-            "CustomResourceDefinition" => crds.push(format!("CRD {name}")),
+            "CustomResourceDefinition" => crds.push(definition(name, None)),
             "ManagedResourceDefinition" => {
                 let made = crd_api.get_opt(name).await?.is_some();
-                crds.push(format!(
-                    "MRD {name} ({})",
-                    if made { "its CRD exists" } else { "no CRD yet" }
-                ));
+                crds.push(definition(name, Some(made)));
             }
             _ => {}
         }
@@ -850,5 +867,22 @@ pub(crate) async fn wait_leader_among(
             timeout.as_secs()
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_crd_or_an_mrd_that_made_its_crd_defines_a_kind() {
+        assert!(defines_a_kind(&[definition("a.example.org", None)]));
+        assert!(defines_a_kind(&[
+            definition("a.example.org", Some(false)),
+            definition("b.example.org", Some(true)),
+        ]));
+        // Positive controls: nothing installed, or only an MRD that made no CRD, defines no kind.
+        assert!(!defines_a_kind(&[]));
+        assert!(!defines_a_kind(&[definition("a.example.org", Some(false))]));
     }
 }
