@@ -54,6 +54,11 @@ pub struct AuditEvent {
     /// The pod a ServiceAccount token is bound to (`authentication.kubernetes.io/pod-name` in the
     /// user's extra), which tells apart replicas that share a ServiceAccount.
     pub pod_name: Option<String>,
+    /// For a write the apiserver answered with the object, the `resourceVersion` etcd gave it: the
+    /// write's place in etcd's one order of commits, across all objects. Recorded (policy level
+    /// `RequestResponse`) for writes to the lock objects and for the writes of ServiceAccounts; `None`
+    /// otherwise, and for a refused write or one answered with a `Status`.
+    pub committed: Option<u64>,
 }
 
 impl AuditEvent {
@@ -285,6 +290,33 @@ struct RawEvent {
     stage_timestamp: Timestamp,
     #[serde(default)]
     request_object: Option<serde_json::Value>,
+    #[serde(default)]
+    response_object: Option<RawResponse>,
+}
+
+/// Only what the checker needs of a recorded response: its kind and resourceVersion.
+#[derive(Deserialize, Default)]
+struct RawResponse {
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    metadata: RawMeta,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct RawMeta {
+    #[serde(default)]
+    resource_version: String,
+}
+
+impl RawResponse {
+    /// The resourceVersion of a returned object (not of a `Status`), as etcd's revision.
+    fn committed(&self) -> Option<u64> {
+        (self.kind != "Status")
+            .then(|| self.metadata.resource_version.parse().ok())
+            .flatten()
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -326,8 +358,13 @@ impl From<RawEvent> for AuditEvent {
             .get("authentication.kubernetes.io/pod-name")
             .and_then(|v| v.first())
             .cloned();
+        let committed = match r.response_status.code {
+            200..=299 => r.response_object.as_ref().and_then(RawResponse::committed),
+            _ => None,
+        };
         AuditEvent {
             pod_name,
+            committed,
             audit_id: r.audit_id,
             stage: r.stage,
             verb: r.verb,
@@ -370,6 +407,21 @@ mod tests {
         assert!(e.is_write());
         assert_eq!(e.agent_identity(), Some("p-1"));
         assert_eq!(e.lock_holder(), None);
+        assert_eq!(e.committed, None, "refused, and no response recorded");
+    }
+
+    #[test]
+    fn reads_the_resource_version_a_successful_write_committed() {
+        let ok = LINE.replace(
+            r#""responseStatus":{"metadata":{},"code":409}"#,
+            r#""responseObject":{"kind":"Lease","metadata":{"resourceVersion":"4711"}},"responseStatus":{"metadata":{},"code":200}"#,
+        );
+        assert_eq!(parse(&format!("{ok}\n"), false).events[0].committed, Some(4711));
+        // A Status carries no object's version, and a refused write committed nothing.
+        let status = ok.replace(r#""kind":"Lease""#, r#""kind":"Status""#);
+        assert_eq!(parse(&format!("{status}\n"), false).events[0].committed, None);
+        let refused = ok.replace(r#""code":200"#, r#""code":409"#);
+        assert_eq!(parse(&format!("{refused}\n"), false).events[0].committed, None);
     }
 
     #[test]

@@ -32,10 +32,20 @@ const STOP_GRACE: Duration = Duration::from_secs(15);
 
 /// The audit policy: the metadata of every request at every stage: when it was received (so that a
 /// request the apiserver never answered, cut off by a restart, is still seen), when a long-running
-/// request such as a watch started, and when it completed. Writes to Leases and ConfigMaps also record
-/// the request body, so that a checker can tell which holder each lock write named (acquire, renew or
-/// release).
-const AUDIT_POLICY: &str = r#"{"apiVersion":"audit.k8s.io/v1","kind":"Policy","omitStages":[],"rules":[{"level":"Request","verbs":["create","update","patch"],"resources":[{"group":"coordination.k8s.io","resources":["leases"]},{"group":"","resources":["configmaps"]}]},{"level":"Metadata"}]}"#;
+/// request such as a watch started, and when it completed. Besides:
+/// - writes to Leases and ConfigMaps record the request body, so that a checker can tell which holder
+///   each lock write named (acquire, renew or release), and the response, whose `resourceVersion` places
+///   the write in etcd's order of commits;
+/// - the writes of ServiceAccounts (the replicas run as Pods with their tokens) record the response for
+///   the same reason, but not those to Secrets (their data stays out of the log), Events or CRDs (large,
+///   and never judged).
+///
+/// Managed fields are left out of recorded bodies.
+const AUDIT_POLICY: &str = r#"{"apiVersion":"audit.k8s.io/v1","kind":"Policy","omitStages":[],"omitManagedFields":true,"rules":[
+{"level":"RequestResponse","verbs":["create","update","patch"],"resources":[{"group":"coordination.k8s.io","resources":["leases"]},{"group":"","resources":["configmaps"]}]},
+{"level":"Metadata","resources":[{"group":"","resources":["secrets","events"]},{"group":"events.k8s.io","resources":["events"]},{"group":"apiextensions.k8s.io","resources":["customresourcedefinitions"]}]},
+{"level":"RequestResponse","verbs":["create","update","patch","delete"],"userGroups":["system:serviceaccounts"]},
+{"level":"Metadata"}]}"#;
 
 /// The controllers every test bed runs: Crossplane's RBAC relies on ClusterRole aggregation, and the
 /// package runtime on Deployments that roll out ReplicaSets and Pods and report `Available` (without a

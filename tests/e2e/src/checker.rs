@@ -21,7 +21,11 @@
 //! received it while the term was valid (before the lease expired and before anyone else wrote the
 //! lock), and completed it before the next holder's term began. The replica is judged by when its write
 //! *arrived*: how long the apiserver then takes (etcd paused, say) is not the replica acting late, but a
-//! write still in flight when another holder's term has begun is an overlap, and a violation.
+//! write still in flight when another holder's term has begun is an overlap, and a violation, unless
+//! etcd's own order says otherwise ([`committed_before_takeover`]): when the apiserver recorded the
+//! `resourceVersion` of both the write and the next holder's acquiring write, and the write's is the
+//! lower, etcd committed it before the takeover, and the two did not overlap. Such writes are no
+//! violations, but callers count and show them next to the verdict.
 
 use std::time::Duration;
 
@@ -75,6 +79,8 @@ pub struct Term {
     pub next_write: Option<Timestamp>,
     /// When the next term of another holder began (its acquiring write's response was complete).
     pub next_start: Option<Timestamp>,
+    /// The `resourceVersion` etcd gave that acquiring write, if the audit log recorded it.
+    pub next_start_committed: Option<u64>,
 }
 
 impl Term {
@@ -212,6 +218,7 @@ pub fn terms(events: &[AuditEvent], lock: &Lock) -> Vec<Term> {
                         }
                         if t.holder != holder {
                             t.next_start = Some(w.stage_time);
+                            t.next_start_committed = w.committed;
                         }
                     }
                     terms.push(Term {
@@ -221,6 +228,7 @@ pub fn terms(events: &[AuditEvent], lock: &Lock) -> Vec<Term> {
                         lease_duration: duration,
                         next_write: None,
                         next_start: None,
+                        next_start_committed: None,
                     });
                 }
             }
@@ -271,6 +279,26 @@ pub fn check_lock(events: &[AuditEvent], lock: &Lock) -> Vec<Violation> {
         current = (!holder.is_empty()).then_some((holder, w.received, duration));
     }
     out
+}
+
+/// For a write that [`check_writes`] finds outside its writer's terms only because the apiserver
+/// answered it after the next holder's term had begun (it was received inside the term): the
+/// `resourceVersion`s etcd gave it and the next holder's acquiring write, when the write's is the lower.
+/// etcd then committed the write before the takeover, so the two did not overlap; this is what happens
+/// when etcd stalls (a pause, a slow disk) with both requests waiting on it, and the apiserver answers
+/// them in another order than etcd committed them. `None` when the write was not received inside one of
+/// its writer's terms, when either version is unknown (a refused write, a log without responses), or
+/// when the write committed after the takeover: then the overlap is real.
+pub fn committed_before_takeover(terms: &[Term], e: &AuditEvent) -> Option<(u64, u64)> {
+    let identity = writer(e);
+    let term = terms.iter().find(|t| {
+        t.holder == identity
+            && e.received >= t.start
+            && e.received <= t.valid_until()
+            && t.next_start.is_some_and(|next| e.stage_time > next)
+    })?;
+    let (write, takeover) = (e.committed?, term.next_start_committed?);
+    (write < takeover).then_some((write, takeover))
 }
 
 /// Checks that every write selected by `is_controller_write` was made by a replica inside one of its own
@@ -370,6 +398,7 @@ mod tests {
             request_object: holder
                 .map(|h| serde_json::json!({"spec": {"holderIdentity": h, "leaseDurationSeconds": 4}})),
             pod_name: None,
+            committed: None,
         }
     }
 
@@ -443,6 +472,55 @@ mod tests {
         // Arrived after the lease expired: late, whoever holds the lock.
         let log = vec![lease(0, "a", "a"), delayed(4100, 4200, "a")];
         assert_eq!(check_writes(&log, &lock, |_| true).len(), 1);
+    }
+
+    #[test]
+    fn a_write_answered_after_the_takeover_but_committed_before_it_is_told_apart() {
+        // etcd stalls with a's write (received at 1000) and b's acquisition (at 5000) waiting on it; the
+        // apiserver answers b first (5005), then a's write (5100).
+        let committed = |mut e: AuditEvent, rv: u64| {
+            e.committed = Some(rv);
+            e
+        };
+        let lock = Lock::lease("ns", "lock");
+        let log = |write_rv: Option<u64>, takeover_rv: u64| {
+            let mut w = delayed(1000, 5100, "a");
+            w.committed = write_rv;
+            vec![
+                committed(lease(0, "a", "a"), 10),
+                w,
+                committed(lease(5000, "b", "b"), takeover_rv),
+            ]
+        };
+        // Committed first (11 < 12): no overlap, but still outside the term by its answer.
+        let before = log(Some(11), 12);
+        let v = check_writes(&before, &lock, |_| true);
+        assert_eq!(v.len(), 1, "{v:?}");
+        let terms = terms(&before, &lock);
+        assert_eq!(committed_before_takeover(&terms, &before[1]), Some((11, 12)));
+        // Positive controls: committed after the takeover, or with no version recorded, it overlaps.
+        let after = log(Some(13), 12);
+        assert_eq!(
+            committed_before_takeover(&super::terms(&after, &lock), &after[1]),
+            None
+        );
+        let unknown = log(None, 12);
+        assert_eq!(
+            committed_before_takeover(&super::terms(&unknown, &lock), &unknown[1]),
+            None
+        );
+        // A write received after the lease expired is late whatever etcd's order.
+        let mut late = delayed(4100, 5100, "a");
+        late.committed = Some(11);
+        let expired = vec![
+            committed(lease(0, "a", "a"), 10),
+            late,
+            committed(lease(5000, "b", "b"), 12),
+        ];
+        assert_eq!(
+            committed_before_takeover(&super::terms(&expired, &lock), &expired[1]),
+            None
+        );
     }
 
     #[test]

@@ -138,6 +138,7 @@ mod tests {
             stage_time: at(ms + 5),
             request_object: Some(json!({"data": {"writer": "go-1", "n": n.to_string()}})),
             pod_name: None,
+            committed: None,
         }
     }
 

@@ -193,6 +193,7 @@ mod tests {
             stage_time: at,
             request_object: holder.map(|h| serde_json::json!({"spec": {"holderIdentity": h}})),
             pod_name: None,
+            committed: None,
         }
     }
 

@@ -109,7 +109,9 @@ impl Report {
                 "fence": w.fenced,
                 "holder": w.write.holder,
                 "settled": w.settled.as_ref().map(ToString::to_string),
+                "committed_before_takeover": w.committed_before_takeover.map(|(w, t)| json!({"write": w, "takeover": t})),
             })).collect::<Vec<_>>(),
+            "late_writes_committed_before_takeover": self.committed_before_takeover(),
             "late_writes_settled": self.settled(),
             "resources": {
                 "expected": self.census.expected,
@@ -196,6 +198,11 @@ impl Report {
                 self.late_writes.len().to_string(),
             ),
             ("Late writes by frozen leaders", frozen.len().to_string()),
+            (
+                "Writes received in their writer's term, answered after the next term began, and committed by \
+                 etcd before its acquiring write (by resourceVersion: no overlap, not violations)",
+                self.committed_before_takeover().to_string(),
+            ),
             ("Fence refusals (403)", self.fence_refusals().to_string()),
             (
                 "Late writes whose answer did not tell (never answered, 5xx), proven by their object read \
@@ -333,6 +340,7 @@ mod tests {
             frozen: true,
             fenced,
             held: true,
+            committed_before_takeover: None,
             settled: None,
         }
     }

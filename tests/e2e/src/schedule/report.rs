@@ -65,6 +65,10 @@ pub struct LateWrite {
     /// For a write whose answer did not tell (never answered, or a 5xx other than 503): the proof, by
     /// its object read back after the run, that it took no effect ([`crate::checker::settle`]).
     pub settled: Option<Settled>,
+    /// For a write received inside its writer's term but answered after the next holder's term began:
+    /// the `resourceVersion`s of the write and of that holder's acquiring write, when etcd committed the
+    /// write first ([`crate::checker::committed_before_takeover`]). Not a violation; counted.
+    pub committed_before_takeover: Option<(u64, u64)>,
 }
 
 /// One SIGSTOP freeze of a leader as it ran.
@@ -225,6 +229,16 @@ impl Report {
             .collect()
     }
 
+    /// Writes received inside their writer's term and answered after the next holder's term began, which
+    /// etcd committed before that holder's acquiring write (by `resourceVersion`): not violations, since
+    /// they did not overlap the next term, but shown next to the verdict.
+    pub fn committed_before_takeover(&self) -> usize {
+        self.late_writes
+            .iter()
+            .filter(|w| w.committed_before_takeover.is_some())
+            .count()
+    }
+
     /// Late writes of frozen leaders that their relay delivered late with the fence off and that may
     /// have taken effect: the gap self-fencing cannot close, shown next to the fence-off figure (with
     /// the fence on, such a write is a violation).
@@ -254,7 +268,12 @@ impl Report {
         };
         check(
             "no violation",
-            format!("{} violations", self.violations.len()),
+            format!(
+                "{} violations ({} writes answered after a takeover but committed before it, by \
+                 resourceVersion: not overlaps, listed among the late writes)",
+                self.violations.len(),
+                self.committed_before_takeover()
+            ),
             self.violations.is_empty(),
         );
         check(
@@ -451,11 +470,13 @@ impl Report {
         let _ = writeln!(
             s,
             "late writes (outside the writer's terms): {} ({} by frozen leaders, {} refused by the fence with 403, \
-             {} unanswered and proven by their object, read back, to have taken no effect)",
+             {} unanswered and proven by their object, read back, to have taken no effect, {} received in \
+             their term and answered after the takeover but committed before it by resourceVersion)",
             self.late_writes.len(),
             self.late_writes.iter().filter(|w| w.frozen).count(),
             self.fence_refusals(),
-            self.settled()
+            self.settled(),
+            self.committed_before_takeover()
         );
         for w in self.late_writes.iter().take(40) {
             let _ = writeln!(s, "  {}", w.describe());
@@ -511,8 +532,17 @@ impl LateWrite {
             .as_ref()
             .map(|s| format!(": {s}"))
             .unwrap_or_default();
+        let committed = self
+            .committed_before_takeover
+            .map(|(w, t)| {
+                format!(
+                    ": received in its term, answered after the takeover, committed before it \
+                     (resourceVersion {w} < {t})"
+                )
+            })
+            .unwrap_or_default();
         format!(
-            "{} {}{} {} {} -> HTTP {} (holder {}){settled}",
+            "{} {}{} {} {} -> HTTP {} (holder {}){settled}{committed}",
             w.time,
             w.identity,
             if self.frozen { " (frozen)" } else { "" },
@@ -557,6 +587,7 @@ mod tests {
                 code,
             },
             settled: None,
+            committed_before_takeover: None,
             frozen: true,
             fenced,
             held,
