@@ -7,10 +7,11 @@ use std::{
     time::{Duration, Instant},
 };
 
+use futures::StreamExt;
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Pod};
 use kube::{
     Api, Client,
-    api::{DeleteParams, ListParams},
+    api::{DeleteParams, ListParams, WatchEvent, WatchParams},
 };
 
 use crate::{Error, Result};
@@ -190,12 +191,14 @@ pub struct Handover {
     pub deleted: String,
     /// The new holder identity.
     pub new_holder: String,
-    /// From the delete request to the first read of the Lease with the new holder.
+    /// From the delete request to the first watch event of the Lease with the new holder.
     pub elapsed: Duration,
 }
 
 /// Deletes the Pod that holds `lease` (with its grace period: the kubelet sends SIGTERM) and waits
-/// until another Pod holds the Lease, polling every 20 ms.
+/// until another Pod holds the Lease. The Lease is watched from the version read before the delete, the
+/// watch established before the delete is sent, so the time is that of the first event naming another
+/// holder, not of a poll.
 pub async fn delete_leader(
     client: &Client,
     namespace: &str,
@@ -204,34 +207,69 @@ pub async fn delete_leader(
 ) -> Result<Handover> {
     let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let holder = |l: Lease| l.spec.and_then(|s| s.holder_identity).unwrap_or_default();
-    let leader = holder(leases.get(lease).await.map_err(Error::kube("reading a Lease"))?);
+    let holder = |l: &Lease| {
+        l.spec
+            .as_ref()
+            .and_then(|s| s.holder_identity.clone())
+            .unwrap_or_default()
+    };
+    let current = leases.get(lease).await.map_err(Error::kube("reading a Lease"))?;
+    let leader = holder(&current);
     let leader_pod = holder_pod(&leader).to_string();
     if leader_pod.is_empty() {
         return Err(Error::Unexpected(format!(
             "Lease {namespace}/{lease} has no holder"
         )));
     }
+    let version = current.metadata.resource_version.clone().unwrap_or_default();
+    let params = WatchParams::default()
+        .fields(&format!("metadata.name={lease}"))
+        .timeout(u32::try_from(timeout.as_secs().saturating_add(10)).unwrap_or(u32::MAX));
+    let events = leases
+        .watch(&params, &version)
+        .await
+        .map_err(Error::kube("watching a Lease"))?;
+    let mut events = std::pin::pin!(events);
     let start = Instant::now();
     pods.delete(&leader_pod, &DeleteParams::default())
         .await
         .map_err(Error::kube("deleting the leader's Pod"))?;
-    loop {
-        let now = holder(leases.get(lease).await.map_err(Error::kube("reading a Lease"))?);
-        if !now.is_empty() && holder_pod(&now) != leader_pod {
-            return Ok(Handover {
-                deleted: leader_pod,
-                new_holder: now,
-                elapsed: start.elapsed(),
-            });
+    let mut now = leader.clone();
+    let taken = tokio::time::timeout(timeout, async {
+        while let Some(event) = events.next().await {
+            match event.map_err(Error::kube("watching a Lease"))? {
+                WatchEvent::Added(l) | WatchEvent::Modified(l) => {
+                    now = holder(&l);
+                    if !now.is_empty() && holder_pod(&now) != leader_pod {
+                        return Ok(Some(now.clone()));
+                    }
+                }
+                WatchEvent::Error(e) => {
+                    return Err(Error::Unexpected(format!(
+                        "the watch of Lease {namespace}/{lease} failed: {}",
+                        e.message
+                    )));
+                }
+                WatchEvent::Deleted(_) | WatchEvent::Bookmark(_) => {}
+            }
         }
-        if start.elapsed() > timeout {
-            return Err(Error::Timeout {
-                what: format!("Lease {lease} to leave the deleted Pod {leader_pod} (holder now {now:?})"),
-                seconds: timeout.as_secs(),
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        Ok(None)
+    })
+    .await;
+    match taken {
+        Ok(Ok(Some(new_holder))) => Ok(Handover {
+            deleted: leader_pod,
+            new_holder,
+            elapsed: start.elapsed(),
+        }),
+        Ok(Err(e)) => Err(e),
+        Ok(Ok(None)) => Err(Error::Unexpected(format!(
+            "the watch of Lease {namespace}/{lease} ended before another Pod held it (holder {now:?})"
+        ))),
+        Err(_) => Err(Error::Timeout {
+            what: format!("Lease {lease} to leave the deleted Pod {leader_pod} (holder now {now:?})"),
+            seconds: timeout.as_secs(),
+        }),
     }
 }
 

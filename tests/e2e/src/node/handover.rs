@@ -20,7 +20,7 @@ pub struct Deletion {
     pub pod: String,
     /// The Lease's next holder.
     pub new_holder: String,
-    /// From the delete request to the first read of the Lease naming another Pod, in ms.
+    /// From the delete request to the first event of a watch of the Lease (established before the delete) naming another Pod, in ms.
     pub ms: f64,
     /// Whether the standby (a Pod that ran before the delete) took the Lease, not the replacement.
     pub to_standby: bool,

@@ -114,8 +114,9 @@ pub(super) fn document(run: &Run<'_>) -> anyhow::Result<String> {
     writeln!(
         md,
         "`kubectl delete pod` of provider-nop's leader (our replica sees its own Pod's deletionTimestamp and \
-         releases its Lease before the kubelet's SIGTERM; client-go's candidate releases on that SIGTERM), timed from the delete request to the first read of the Lease naming another Pod (the standby, or the \
-         replacement when it wins the race for the released Lease), \
+         releases its Lease before the kubelet's SIGTERM; client-go's candidate releases on that SIGTERM), \
+         timed from the delete request to the first event of a watch of the Lease, established before the \
+         delete, naming another Pod (the standby, or the replacement when it wins the race for the released Lease), \
          {deletions} times, each once the Deployment was back to 2 Ready Pods."
     )?;
     writeln!(md)?;
