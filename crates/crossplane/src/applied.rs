@@ -48,14 +48,12 @@ pub fn stamp(mut config: Value) -> Value {
 /// Whether `existing` already holds the stamped configuration `config`: it carries the same stamp,
 /// and every field `config` sets holds in it.
 pub fn unchanged(config: &Value, existing: &Value) -> bool {
-    let stamp_of = |v: &Value| {
-        v.pointer(&format!(
-            "/metadata/annotations/{}",
-            ANNOTATION.replace('/', "~1")
-        ))
-        .cloned()
-    };
-    stamp_of(config).is_some() && stamp_of(config) == stamp_of(existing) && holds(config, existing)
+    stamp_of(config).is_some_and(|s| stamp_of(existing) == Some(s)) && holds(config, existing)
+}
+
+/// The stamp `v` carries, if any.
+fn stamp_of(v: &Value) -> Option<&Value> {
+    v.get("metadata")?.get("annotations")?.get(ANNOTATION)
 }
 
 /// Whether every field of `want` holds in `have`: objects key by key (a null in `want` matches a

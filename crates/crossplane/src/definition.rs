@@ -73,8 +73,9 @@ struct Ctx {
     rbac_wait: Backoff,
     /// How long to wait, per XRD, before looking again at a CRD that is not Established yet. The
     /// controller owns the CRDs, so the change that establishes one reconciles its XRD at once; this
-    /// is the fallback, and it backs off because every look applies the CRD again: at 500 ms each,
-    /// 500 new XRDs kept the apiserver too busy to establish their CRDs for minutes.
+    /// is the fallback, and it backs off because every look is a reconcile of the XRD (reads, and a
+    /// status patch); an apply of an unchanged CRD is skipped ([`crate::applied`]). At a fixed 500 ms,
+    /// 500 new XRDs once kept the apiserver too busy to establish their CRDs for minutes.
     establish_wait: Backoff,
 }
 

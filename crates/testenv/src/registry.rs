@@ -42,6 +42,11 @@ impl std::fmt::Debug for Authenticated {
     }
 }
 
+/// The reference of `repository:tag` in the registry at `host`.
+fn reference(host: &str, repository: &str, tag: &str) -> String {
+    format!("{host}/{repository}:{tag}")
+}
+
 impl Registry {
     /// The registry's `host:port`, as it begins an image reference (`127.0.0.1:5000/org/pkg:v1`).
     pub fn host(&self) -> &str {
@@ -50,7 +55,7 @@ impl Registry {
 
     /// The reference of `repository:tag` in this registry, e.g. `127.0.0.1:5000/crossplane-rs/provider-nop:v1`.
     pub fn reference(&self, repository: &str, tag: &str) -> String {
-        format!("{}/{repository}:{tag}", self.host)
+        reference(&self.host, repository, tag)
     }
 
     /// The registry's base URL, `http://127.0.0.1:<port>`.
@@ -67,7 +72,7 @@ impl Authenticated {
 
     /// The reference of `repository:tag` in this registry.
     pub fn reference(&self, repository: &str, tag: &str) -> String {
-        format!("{}/{repository}:{tag}", self.host)
+        reference(&self.host, repository, tag)
     }
 
     /// The `.dockerconfigjson` of a `kubernetes.io/dockerconfigjson` Secret for this registry with

@@ -74,7 +74,7 @@ pub fn settled(r: &DynamicObject) -> bool {
 
 /// Waits on a watch of `api` until `count` NopResources named `<prefix>-…` have [`settled`]; returns how
 /// many did. Fails after `timeout` saying how many had, and how many times the watch failed and was
-/// retried meanwhile.
+/// retried meanwhile; when it succeeds after retries, it says how many on stderr.
 pub async fn wait_settled(
     api: Api<DynamicObject>,
     prefix: &str,
@@ -116,6 +116,12 @@ pub async fn wait_settled(
             "{ready} of {count} NopResources {prefix}-* Ready and Synced at their last generation after {}s \
              (the watch failed and was retried {failures} times)",
             timeout.as_secs()
+        );
+    }
+    if failures > 0 {
+        eprintln!(
+            "[churn] {ready} of {count} NopResources {prefix}-* settled; the watch failed and was retried \
+             {failures} times on the way"
         );
     }
     Ok(ready)

@@ -7,9 +7,9 @@ leaves every other resource's readiness as the earlier steps set it.
 
 Usage: python auto_ready.py --address 127.0.0.1:PORT
 """
-import argparse
 
-from crossplane.function import resource, response, runtime
+import serving
+from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
@@ -26,12 +26,5 @@ class Function(grpcv1.FunctionRunnerService):
         return rsp
 
 
-def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--address", required=True)
-    args = p.parse_args()
-    runtime.serve(Function(), args.address, creds=None, insecure=True)
-
-
 if __name__ == "__main__":
-    main()
+    serving.main(Function())

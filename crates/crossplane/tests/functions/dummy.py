@@ -9,9 +9,9 @@ value replaced), lists appended, scalars replaced.
 
 Usage: python dummy.py --address 127.0.0.1:PORT
 """
-import argparse
 
-from crossplane.function import resource, response, runtime
+import serving
+from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from google.protobuf import json_format
@@ -30,12 +30,5 @@ class Function(grpcv1.FunctionRunnerService):
         return rsp
 
 
-def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--address", required=True)
-    args = p.parse_args()
-    runtime.serve(Function(), args.address, creds=None, insecure=True)
-
-
 if __name__ == "__main__":
-    main()
+    serving.main(Function())

@@ -19,12 +19,12 @@ load_credentials), as a function installed by a package manager does.
 
 Usage: python misbehave.py --address 127.0.0.1:PORT [--garbage | --tls-certs-dir DIR]
 """
-import argparse
 import asyncio
 import itertools
 
 import grpc
-from crossplane.function import resource, response, runtime
+import serving
+from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 
@@ -102,18 +102,13 @@ async def serve_garbage(address: str) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--address", required=True)
+    p = serving.parser()
     p.add_argument("--garbage", action="store_true")
-    p.add_argument("--tls-certs-dir")
     args = p.parse_args()
     if args.garbage:
         asyncio.run(serve_garbage(args.address))
-    elif args.tls_certs_dir:
-        creds = runtime.load_credentials(args.tls_certs_dir)
-        runtime.serve(Function(), args.address, creds=creds, insecure=False)
     else:
-        runtime.serve(Function(), args.address, creds=None, insecure=True)
+        serving.serve(Function(), args)
 
 
 if __name__ == "__main__":

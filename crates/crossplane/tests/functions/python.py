@@ -17,11 +17,11 @@ Usage: python python.py --address 127.0.0.1:PORT [--tls-certs-dir DIR]
 (with DIR, mutual TLS: DIR holds tls.crt, tls.key and the callers' ca.crt, as a packaged function's
 TLS_SERVER_CERTS_DIR does)
 """
-import argparse
 import traceback
 import types
 
-from crossplane.function import resource, response, runtime
+import serving
+from crossplane.function import resource, response
 from crossplane.function.proto.v1 import run_function_pb2 as fnv1
 from crossplane.function.proto.v1 import run_function_pb2_grpc as grpcv1
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
@@ -118,17 +118,5 @@ class Function(grpcv1.FunctionRunnerService):
         return rsp
 
 
-def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--address", required=True)
-    p.add_argument("--tls-certs-dir", help="serve with mutual TLS: tls.crt, tls.key and ca.crt")
-    args = p.parse_args()
-    if args.tls_certs_dir:
-        creds = runtime.load_credentials(args.tls_certs_dir)
-        runtime.serve(Function(), args.address, creds=creds, insecure=False)
-    else:
-        runtime.serve(Function(), args.address, creds=None, insecure=True)
-
-
 if __name__ == "__main__":
-    main()
+    serving.main(Function())

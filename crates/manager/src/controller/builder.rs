@@ -107,38 +107,37 @@ fn watch_error_message(e: &(dyn std::error::Error + 'static)) -> String {
 /// ([`api_error::explain_watch`]) for a watch or API error in its source chain (never kube's
 /// `Display`, which ends in a `Debug` dump of the `Status`), the chain itself for anything else.
 fn in_words(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = current {
-        if let Some(w) = err.downcast_ref::<watcher::Error>() {
-            return api_error::explain_watch(w);
-        }
-        if let Some(k) = err.downcast_ref::<kube::Error>() {
-            return api_error::explain(k);
-        }
-        current = err.source();
-    }
-    error_chain(e)
+    chain(e)
+        .find_map(|err| {
+            if let Some(w) = err.downcast_ref::<watcher::Error>() {
+                return Some(api_error::explain_watch(w));
+            }
+            err.downcast_ref::<kube::Error>().map(api_error::explain)
+        })
+        .unwrap_or_else(|| error_chain(e))
+}
+
+/// `e` and its sources, outermost first.
+fn chain<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(e), |err| err.source())
 }
 
 /// The apiserver's Status in an error's source chain, if any.
 fn find_status<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a kube::core::Status> {
-    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = current {
+    chain(e).find_map(|err| {
         if let Some(kube::Error::Api(s)) = err.downcast_ref::<kube::Error>() {
             return Some(&**s);
         }
-        if let Some(w) = err.downcast_ref::<watcher::Error>() {
-            match w {
-                watcher::Error::InitialListFailed(kube::Error::Api(s))
-                | watcher::Error::WatchStartFailed(kube::Error::Api(s))
-                | watcher::Error::WatchFailed(kube::Error::Api(s)) => return Some(&**s),
-                watcher::Error::WatchError(s) => return Some(&**s),
-                _ => {}
-            }
+        match err.downcast_ref::<watcher::Error>()? {
+            watcher::Error::InitialListFailed(kube::Error::Api(s))
+            | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+            | watcher::Error::WatchFailed(kube::Error::Api(s)) => Some(&**s),
+            watcher::Error::WatchError(s) => Some(&**s),
+            _ => None,
         }
-        current = err.source();
-    }
-    None
+    })
 }
 
 /// What a reconcile error says about retrying it.
