@@ -82,6 +82,11 @@ pub struct Run {
     pub requests: BTreeMap<String, usize>,
     /// Their Lease requests in the same window.
     pub lease_requests: usize,
+    /// How often the bench's own watch counting Ready resources failed, and re-listed (shown in the
+    /// report, so that a count that needed retries says so).
+    pub watch_errors: usize,
+    /// Its re-lists.
+    pub watch_relists: usize,
 }
 
 impl Run {
@@ -374,6 +379,8 @@ async fn measure(
         standby: standby_usage,
         requests,
         lease_requests,
+        watch_errors: tally.errors,
+        watch_relists: tally.restarts,
     })
 }
 

@@ -80,9 +80,9 @@ fn providers(md: &mut String, runs: &[Run], flags: Flags) {
     let _ = writeln!(md);
     let _ = writeln!(
         md,
-        "| Resources | Provider | Ready after | Ready/s | Reconciles/s | CPU s, leader / standby | Peak RSS MiB, leader / standby | Requests per resource (by verb) | Lease requests | Bound by |"
+        "| Resources | Provider | Ready after | Ready/s | Reconciles/s | Watch errors / re-lists | CPU s, leader / standby | Peak RSS MiB, leader / standby | Requests per resource (by verb) | Lease requests | Bound by |"
     );
-    let _ = writeln!(md, "|---:|---|---:|---:|---:|---:|---:|---|---:|---|");
+    let _ = writeln!(md, "|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---|");
     for size in sizes(runs) {
         for imp in [Imp::Rust, Imp::Go] {
             let Some(r) = find(runs, imp, size) else { continue };
@@ -94,11 +94,13 @@ fn providers(md: &mut String, runs: &[Run], flags: Flags) {
                 .join(", ");
             let _ = writeln!(
                 md,
-                "| {size} | {} | {:.1} s | {:.0} | {:.0} | {:.1} / {:.1} | {:.0} / {:.0} | {:.2} ({verbs}) | {} | {} |",
+                "| {size} | {} | {:.1} s | {:.0} | {:.0} | {} / {} | {:.1} / {:.1} | {:.0} / {:.0} | {:.2} ({verbs}) | {} | {} |",
                 imp.label(),
                 r.ready_seconds,
                 r.per_second(),
                 r.reconciles_per_second(),
+                r.watch_errors,
+                r.watch_relists,
                 r.leader.cpu_seconds,
                 r.standby.cpu_seconds,
                 r.leader.peak_rss_mib,
