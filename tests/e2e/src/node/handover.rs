@@ -120,6 +120,9 @@ pub struct Split {
     pub to_release_ms: Option<f64>,
     /// Release write received to the next holder's first write received, in ms.
     pub release_to_taken_ms: Option<f64>,
+    /// The whole handover on the apiserver's clock: the delete request received to the next holder's
+    /// acquiring write answered (when its term begins, as the checker counts it), in ms.
+    pub handover_ms: Option<f64>,
 }
 
 fn ms_between(a: Timestamp, b: Timestamp) -> f64 {
@@ -156,6 +159,7 @@ pub fn split(events: &[AuditEvent], namespace: &str, lease: &str, d: &Deletion) 
         .filter(lease_write)
         .find(|e| e.lock_holder().as_deref() == Some(d.new_holder.as_str()));
     Split {
+        handover_ms: taken.map(|a| ms_between(delete.received, a.stage_time)),
         to_release_ms: release.map(|r| ms_between(delete.received, r.received)),
         release_to_taken_ms: release
             .zip(taken)
@@ -215,5 +219,10 @@ mod tests {
         let s = split(&events, "ns", "l", &d);
         assert_eq!(s.to_release_ms.map(f64::round), Some(400.0));
         assert_eq!(s.release_to_taken_ms.map(f64::round), Some(50.0));
+        // The whole handover ends when the acquiring write was answered (here as it was received).
+        assert_eq!(s.handover_ms.map(f64::round), Some(450.0));
+        // Without the new holder's write in the log, the handover is not timed.
+        let s = split(&events[..3], "ns", "l", &d);
+        assert_eq!(s.handover_ms, None);
     }
 }

@@ -173,22 +173,43 @@ fn handover_tables(
     our_splits: &[Split],
     their_splits: &[Split],
 ) -> anyhow::Result<()> {
-    let ms = |ds: &[Deletion]| ds.iter().map(|d| d.ms).collect::<Vec<f64>>();
-    let (o50, o99, omax) = handover::summary(&ms(ours));
-    let (t50, t99, tmax) = handover::summary(&ms(theirs));
+    let handover = |splits: &[Split]| {
+        handover::summary(&splits.iter().filter_map(|s| s.handover_ms).collect::<Vec<f64>>())
+    };
+    let seen = |ds: &[Deletion]| handover::summary(&ds.iter().map(|d| d.ms).collect::<Vec<f64>>());
+    let (o50, o99, omax) = handover(our_splits);
+    let (t50, t99, tmax) = handover(their_splits);
+    let timed = |splits: &[Split]| splits.iter().filter(|s| s.handover_ms.is_some()).count();
     let standby = |ds: &[Deletion]| ds.iter().filter(|d| d.to_standby).count();
     writeln!(
         md,
-        "| Elector | Deletions | p50 (ms) | p99 (ms) | max (ms) | taken by the standby | by the replacement |"
+        "On the apiserver's own clock (its audit log): from the delete request's arrival to the answer to \
+         the new holder's acquiring write, when the new term begins. The bench's own watch of the Lease \
+         saw each new holder later, by what its process (a debug build on the same 2 cores) adds: its \
+         column shows that too."
     )?;
-    writeln!(md, "|---|---:|---:|---:|---:|---:|---:|")?;
-    for (name, ds, p50, p99, max) in [
-        ("ours (provider-nop)", ours, o50, o99, omax),
-        ("client-go (lease candidate)", theirs, t50, t99, tmax),
+    writeln!(md)?;
+    writeln!(
+        md,
+        "| Elector | Deletions timed | p50 (ms) | p99 (ms) | max (ms) | seen by the bench's watch, p50 / p99 (ms) | taken by the standby | by the replacement |"
+    )?;
+    writeln!(md, "|---|---:|---:|---:|---:|---:|---:|---:|")?;
+    for (name, ds, splits, p50, p99, max) in [
+        ("ours (provider-nop)", ours, our_splits, o50, o99, omax),
+        (
+            "client-go (lease candidate)",
+            theirs,
+            their_splits,
+            t50,
+            t99,
+            tmax,
+        ),
     ] {
+        let (s50, s99, _) = seen(ds);
         writeln!(
             md,
-            "| {name} | {} | {p50:.0} | {p99:.0} | {max:.0} | {} | {} |",
+            "| {name} | {} of {} | {p50:.0} | {p99:.0} | {max:.0} | {s50:.0} / {s99:.0} | {} | {} |",
+            timed(splits),
             ds.len(),
             standby(ds),
             ds.len() - standby(ds)
@@ -197,10 +218,12 @@ fn handover_tables(
     writeln!(md)?;
     writeln!(
         md,
-        "client-go / ours: p50 ×{:.1}, p99 ×{:.1}. (With {} deletions the p99 is the slowest one.)",
+        "client-go / ours: p50 ×{:.1}, p99 ×{:.1}. (With {} deletions the p99 is the slowest one.) The goal \
+         for ours, p99 ≤ 50 ms: **{}** ({o99:.0} ms).",
         t50 / o50,
         t99 / o99,
-        ours.len()
+        ours.len(),
+        if o99 <= 50.0 { "met" } else { "not met" }
     )?;
     writeln!(md)?;
     writeln!(
@@ -288,16 +311,16 @@ fn handover_tables(
     )?;
     writeln!(md)?;
     // Where our slowest handover spent its time.
-    if let Some((d, s)) = ours
-        .iter()
-        .zip(our_splits)
-        .max_by(|a, b| a.0.ms.total_cmp(&b.0.ms))
-    {
+    if let Some((d, s)) = ours.iter().zip(our_splits).max_by(|a, b| {
+        let at = |s: &Split| s.handover_ms.unwrap_or(f64::INFINITY);
+        at(a.1).total_cmp(&at(b.1))
+    }) {
         let part = |x: Option<f64>| x.map(|v| format!("{v:.0} ms")).unwrap_or_else(|| "?".into());
         writeln!(
             md,
-            "Our slowest handover ({:.0} ms, {} deleted): {} from the delete to the release, {} from the \
-             release to the next holder ({}).",
+            "Our slowest handover ({} on the apiserver's clock, {:.0} ms seen by the bench; {} deleted): {} \
+             from the delete to the release, {} from the release to the next holder ({}).",
+            part(s.handover_ms),
             d.ms,
             d.pod,
             part(s.to_release_ms),
