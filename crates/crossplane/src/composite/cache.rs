@@ -7,7 +7,8 @@
 //!
 //! How a read goes ([`Cache::get`], [`Cache::list`]):
 //! - **Not synced yet.** A read waits up to [`SYNC_WAIT`] for the cache's first list; a cache still
-//!   not synced then (its list keeps failing) is not read: the read goes to the apiserver.
+//!   not synced then (its list keeps failing) is not read: the read goes to the apiserver, and later
+//!   reads do not wait again until it has synced.
 //! - **A hit** is served from the cache. It may lag the cluster by a watch event; whatever changed is
 //!   reconciled again once the change reaches the cache (CompositionRevisions notify the composite
 //!   controllers only after the cache holds the change, [`Caches::revision_changes`]).
@@ -21,12 +22,13 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use apis::apiextensions::{Composition, CompositionRevision};
 use apis::pkg::{Function, FunctionRevision};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use kube::api::ListParams;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
@@ -51,18 +53,32 @@ where
 {
     store: Store<K>,
     api: Api<K>,
+    /// Whether a read waited [`SYNC_WAIT`] for the first sync in vain.
+    gave_up: AtomicBool,
 }
 
 impl<K> Cache<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    /// Whether the cache has synced, waiting up to [`SYNC_WAIT`] for it.
+    /// Whether the cache has synced, waiting up to [`SYNC_WAIT`] for it, once: after one wait in vain
+    /// (its list keeps failing: the CRD is not installed, or RBAC forbids it), reads no longer wait but
+    /// go to the apiserver until it has synced.
     async fn synced(&self) -> bool {
-        matches!(
+        if let Some(ready) = self.store.wait_until_ready().now_or_never() {
+            return ready.is_ok();
+        }
+        if self.gave_up.load(Ordering::Relaxed) {
+            return false;
+        }
+        let ready = matches!(
             tokio::time::timeout(SYNC_WAIT, self.store.wait_until_ready()).await,
             Ok(Ok(()))
-        )
+        );
+        if !ready {
+            self.gave_up.store(true, Ordering::Relaxed);
+        }
+        ready
     }
 
     /// The object named `name`: from the cache when it holds it, else from the apiserver (a miss is
@@ -143,18 +159,22 @@ impl Caches {
             compositions: Cache {
                 store: compositions,
                 api: Api::all(client.clone()),
+                gave_up: AtomicBool::new(false),
             },
             revisions: Cache {
                 store: revisions,
                 api: Api::all(client.clone()),
+                gave_up: AtomicBool::new(false),
             },
             functions: Cache {
                 store: functions,
                 api: Api::all(client.clone()),
+                gave_up: AtomicBool::new(false),
             },
             function_revisions: Cache {
                 store: function_revisions,
                 api: Api::all(client.clone()),
+                gave_up: AtomicBool::new(false),
             },
             revision_subscribers: revision_subscribers.clone(),
         });

@@ -149,7 +149,7 @@ async fn read_composed(
     let ns = ns.filter(|_| kind.namespaced);
     // A namespaced kind without a namespace is read as before, from the apiserver.
     if (ns.is_some() || !kind.namespaced)
-        && let Some(obj) = ctx.watches.cached(&kind.resource, ns, name).await
+        && let Some(obj) = ctx.watches.cached(&kind.resource, ns, name)
     {
         return Ok(Some(serde_json::to_value(&*obj)?));
     }

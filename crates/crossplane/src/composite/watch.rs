@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use apis::apiextensions::labels::LABEL_COMPOSITE;
+use futures::FutureExt;
 use kube::Api;
 use kube::api::DynamicObject;
 use kube::core::ApiResource;
@@ -71,20 +72,18 @@ impl ComposedWatches {
 
     /// The composed resource `name` (in `namespace`, for a namespaced kind) as the cache of its kind
     /// holds it, watching the kind first if it is not watched yet. `None` says nothing about the
-    /// object: the cache has not synced within [`super::cache::SYNC_WAIT`], or it does not hold the
-    /// object (not created yet, or created a moment ago and not seen yet, or gone): the caller asks the
+    /// object: the cache has not synced yet (it is not waited for: a kind first met, or one whose watch
+    /// RBAC does not allow yet, is read from the apiserver meanwhile), or it does not hold the object
+    /// (not created yet, or created a moment ago and not seen yet, or gone): the caller asks the
     /// apiserver then, so that no object is taken for absent on the cache's word.
-    pub async fn cached(
+    pub fn cached(
         &self,
         kind: &ApiResource,
         namespace: Option<&str>,
         name: &str,
     ) -> Option<Arc<DynamicObject>> {
         let (resource, store) = self.ensure(kind);
-        tokio::time::timeout(super::cache::SYNC_WAIT, store.wait_until_ready())
-            .await
-            .ok()?
-            .ok()?;
+        store.wait_until_ready().now_or_never()?.ok()?;
         let mut key = ObjectRef::new_with(name, resource);
         if let Some(ns) = namespace {
             key = key.within(ns);
