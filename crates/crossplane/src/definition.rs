@@ -66,6 +66,8 @@ struct Child {
 
 struct Ctx {
     term: TermContext,
+    /// The composite controllers' caches, kept for the term.
+    caches: Arc<composite::cache::Caches>,
     client: kube::Client,
     options: Options,
     children: Mutex<HashMap<String, Child>>,
@@ -95,7 +97,9 @@ pub async fn run(term: TermContext, options: Options) -> Result<(), BoxError> {
     }
     let token = term.token().clone();
     let metrics = options.metrics.clone();
+    let caches = composite::cache::Caches::start(&term)?;
     let state = Arc::new(Ctx {
+        caches,
         term,
         client,
         options,
@@ -282,6 +286,7 @@ async fn start_composite_controller(
                 poll: ctx.options.poll,
                 functions: ctx.options.functions.clone(),
                 circuit: ctx.options.circuit,
+                caches: ctx.caches.clone(),
                 name: format!("composite/{name}"),
                 metrics: ctx.options.metrics.clone(),
             };

@@ -61,8 +61,9 @@ pub(super) async fn compose(
         api_version: ctx.def.resource.api_version.clone(),
         kind: ctx.def.resource.kind.clone(),
     };
-    let comp = select::composition(&ctx.client, &fields, &ctx.def.xrd, &t).await?;
-    let rev = select::revision(&ctx.client, &fields, &ctx.def.xrd, &comp.name_any()).await?;
+    let caches = &ctx.def.caches;
+    let comp = select::composition(caches, &fields, &ctx.def.xrd, &t).await?;
+    let rev = select::revision(caches, &fields, &ctx.def.xrd, &comp.name_any()).await?;
     let mut seen = observe(xr, &fields, ctx).await?;
     let run = run_pipeline(xr, xr_json, ctx, &rev, std::mem::take(&mut seen.observed)).await?;
     let desired = desired_ready(&run.result.desired, &run.observed);
@@ -105,12 +106,14 @@ async fn observe(xr: &DynamicObject, fields: &Fields<'_>, ctx: &Ctx) -> Result<S
             .discovery
             .resolve(&ctx.client, &r.api_version, &r.kind)
             .await?;
-        let api = ctx.composed_api(&kind, r.namespace.as_deref().or(xr_ns.as_deref()));
-        let Some(obj) = api.get_opt(&r.name).await? else {
-            seen.pending.push(r.clone());
-            continue;
+        let ns = r.namespace.as_deref().or(xr_ns.as_deref());
+        let v = match read_composed(ctx, &kind, ns, &r.name).await? {
+            Some(v) => v,
+            None => {
+                seen.pending.push(r.clone());
+                continue;
+            }
         };
-        let v = serde_json::to_value(&obj)?;
         if !render::controlled_by(&v, &uid) {
             continue;
         }
@@ -127,6 +130,33 @@ async fn observe(xr: &DynamicObject, fields: &Fields<'_>, ctx: &Ctx) -> Result<S
         }
     }
     Ok(seen)
+}
+
+/// The composed resource `name`: from the cache of its kind's watch when it holds it, else from the
+/// apiserver. A cache miss is never taken for absence: the resource may have been created by the last
+/// reconcile a moment ago and not be in the cache yet, and taking it for absent would be harmless for
+/// its name (a reference without a resource is pending, and its name is reused) but would hide it from
+/// the pipeline and from garbage collection; so a miss is confirmed live. A hit may lag our last apply
+/// by a watch event: the pipeline then sees the previous state, as upstream's does from its informers,
+/// the resource is applied again if its applied hash differs, and the watch event that brings the
+/// change reconciles the XR again.
+async fn read_composed(
+    ctx: &Ctx,
+    kind: &super::discovery::Kind,
+    ns: Option<&str>,
+    name: &str,
+) -> Result<Option<Value>, Error> {
+    let ns = ns.filter(|_| kind.namespaced);
+    // A namespaced kind without a namespace is read as before, from the apiserver.
+    if (ns.is_some() || !kind.namespaced)
+        && let Some(obj) = ctx.watches.cached(&kind.resource, ns, name)
+    {
+        return Ok(Some(serde_json::to_value(&*obj)?));
+    }
+    match ctx.composed_api(kind, ns).get_opt(name).await? {
+        Some(obj) => Ok(Some(serde_json::to_value(&obj)?)),
+        None => Ok(None),
+    }
 }
 
 /// The pipeline's run, with what it observed.
@@ -148,6 +178,7 @@ async fn run_pipeline(
         client: &ctx.client,
         discovery: &ctx.discovery,
         functions: &ctx.def.functions,
+        caches: Some(&ctx.def.caches),
     };
     let observed_state = pipeline::Observed {
         composite: xr_json.clone(),
@@ -478,7 +509,12 @@ async fn track_required(
     Ok(())
 }
 
-/// A generated name no object of this kind has yet.
+/// A generated name no object of this kind has yet. Asked of the apiserver, not of the kind's cache:
+/// the cache holds only composed resources (labelled `crossplane.io/composite`) and may lag, and a name
+/// taken by an object it does not hold would have the apply take that object over. It is asked once
+/// per composed resource: the name is then persisted in the XR's `resourceRefs` before anything is
+/// created (with the XR's `resourceVersion`, so that a reconcile of an older copy of the XR cannot
+/// persist a second name).
 async fn free_name(api: &Api<DynamicObject>, prefix: &str) -> Result<String, Error> {
     for _ in 0..8 {
         let n = render::generate_name(prefix);

@@ -21,6 +21,7 @@ use kube::api::{DynamicObject, ListParams};
 use kube::{Api, ResourceExt};
 use serde_json::Value;
 
+use super::cache::Caches;
 use super::discovery::Discovery;
 use super::pipeline::Io;
 use super::pki::{self, Pki};
@@ -123,12 +124,19 @@ pub enum Endpoint {
     Revision(String),
 }
 
-/// Where Function `name` answers, from its annotations or its active revision.
-pub async fn endpoint(client: &kube::Client, name: &str) -> Result<Endpoint, String> {
-    let functions: Api<Function> = Api::all(client.clone());
-    let f = functions
-        .get_opt(name)
-        .await
+/// Where Function `name` answers, from its annotations or its active revision: read from `caches` when
+/// given (the composite controllers'; a miss is confirmed live, see [`super::cache`]), else from the
+/// apiserver (Operations, which run seldom).
+pub async fn endpoint(
+    client: &kube::Client,
+    caches: Option<&Caches>,
+    name: &str,
+) -> Result<Endpoint, String> {
+    let f = match caches {
+        Some(c) => c.functions.get(name).await,
+        None => Api::<Function>::all(client.clone()).get_opt(name).await,
+    };
+    let f = f
         .map_err(|e| format!("cannot get Function {name:?}: {}", crate::error::explain(&e)))?
         .ok_or_else(|| {
             format!(
@@ -145,18 +153,21 @@ pub async fn endpoint(client: &kube::Client, name: &str) -> Result<Endpoint, Str
                 .unwrap_or_else(|| "localhost:9443".into()),
         ));
     }
-    let revisions: Api<FunctionRevision> = Api::all(client.clone());
-    let list = revisions
-        .list(&ListParams::default().labels(&format!("{LABEL_PACKAGE}={name}")))
-        .await
-        .map_err(|e| {
-            format!(
-                "cannot list the FunctionRevisions of Function {name:?}: {}",
-                crate::error::explain(&e)
-            )
-        })?;
-    list.items
-        .iter()
+    let selector = format!("{LABEL_PACKAGE}={name}");
+    let list = match caches {
+        Some(c) => c.function_revisions.list(&selector).await,
+        None => Api::<FunctionRevision>::all(client.clone())
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map(|l| l.items),
+    };
+    let list = list.map_err(|e| {
+        format!(
+            "cannot list the FunctionRevisions of Function {name:?}: {}",
+            crate::error::explain(&e)
+        )
+    })?;
+    list.iter()
         .filter(|r| r.spec.desired_state == "Active")
         .find_map(|r| r.status.as_ref()?.endpoint.clone().filter(|e| !e.is_empty()))
         .map(Endpoint::Revision)
@@ -173,6 +184,8 @@ pub struct ClusterIo<'a> {
     pub discovery: &'a Discovery,
     /// Function clients.
     pub functions: &'a Functions,
+    /// Where Functions and FunctionRevisions are read from; `None`: from the apiserver.
+    pub caches: Option<&'a Caches>,
 }
 
 impl Io for ClusterIo<'_> {
@@ -181,7 +194,7 @@ impl Io for ClusterIo<'_> {
         function: &str,
         req: v1::RunFunctionRequest,
     ) -> Result<v1::RunFunctionResponse, String> {
-        let c = match endpoint(self.client, function).await? {
+        let c = match endpoint(self.client, self.caches, function).await? {
             Endpoint::Development(ep) => self.functions.client(&ep)?,
             Endpoint::Revision(ep) => self.functions.tls_client(self.client, function, &ep).await?,
         };

@@ -1,7 +1,8 @@
 //! One watch on one kind: [`events`], a watch's events with its failures counted and logged in words,
 //! which the composed-resource watches ([`super::watch`]), the required-resource watches
-//! ([`super::required`]) and the WatchOperation watches ([`crate::ops::watched`]) read; and [`spawn`],
-//! the metadata watch loop of the first two.
+//! ([`super::required`]) and the WatchOperation watches ([`crate::ops::watched`]) read; [`reflected`],
+//! the same with each event applied to a cache first (the composite controllers' caches); and
+//! [`spawn`] / [`spawn_cached`], the watch loops of the composed and required resources.
 //!
 //! A failed watch backs off and retries (kube's default backoff). No failure is dropped silently: the
 //! first one of a run of failures is logged as a warning that names the watch and what happens meanwhile
@@ -14,6 +15,7 @@ use futures::{Stream, StreamExt};
 use kube::api::DynamicObject;
 use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher::{self, watcher};
 use kube::{Api, Resource};
 use manager::controller::api_error::explain_watch;
@@ -39,10 +41,33 @@ pub fn spawn(
     cfg: watcher::Config,
     token: CancellationToken,
     what: String,
-    mut on_change: impl FnMut(PartialObjectMeta<DynamicObject>) -> Flow + Send + 'static,
+    on_change: impl FnMut(PartialObjectMeta<DynamicObject>) -> Flow + Send + 'static,
+) {
+    spawn_events(events(api, cfg, what, XR_MEANWHILE), token, on_change);
+}
+
+/// As [`spawn`], the objects of full `kind` kept in the cache `writer` fills ([`reflected`]): each
+/// object reaches `on_change` once the cache holds it.
+pub fn spawn_cached(
+    api: Api<DynamicObject>,
+    cfg: watcher::Config,
+    writer: Writer<DynamicObject>,
+    token: CancellationToken,
+    what: String,
+    on_change: impl FnMut(DynamicObject) -> Flow + Send + 'static,
+) {
+    spawn_events(reflected(api, cfg, writer, what, XR_MEANWHILE), token, on_change);
+}
+
+/// Drives `events` until `token` is cancelled or `on_change` stops, giving it each object applied or
+/// deleted.
+fn spawn_events<K: Send + 'static>(
+    events: impl Stream<Item = watcher::Event<K>> + Send + 'static,
+    token: CancellationToken,
+    mut on_change: impl FnMut(K) -> Flow + Send + 'static,
 ) {
     tokio::spawn(async move {
-        let mut events = events(api, cfg, what, XR_MEANWHILE).boxed();
+        let mut events = events.boxed();
         loop {
             let ev = tokio::select! {
                 () = token.cancelled() => return,
@@ -72,8 +97,37 @@ pub fn events<K>(
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
+    counted(watcher(api, cfg).default_backoff(), what, meanwhile)
+}
+
+/// As [`events`], each event applied to the cache `writer` fills before it is yielded: whoever hears
+/// of a change finds it in the cache.
+pub fn reflected<K>(
+    api: Api<K>,
+    cfg: watcher::Config,
+    writer: Writer<K>,
+    what: String,
+    meanwhile: &'static str,
+) -> impl Stream<Item = watcher::Event<K>> + Send
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    counted(
+        watcher(api, cfg).default_backoff().reflect(writer),
+        what,
+        meanwhile,
+    )
+}
+
+/// A watch's events, its failures logged and counted instead of yielded.
+fn counted<K: Send>(
+    watch: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+    what: String,
+    meanwhile: &'static str,
+) -> impl Stream<Item = watcher::Event<K>> + Send {
     let mut failures = Failures::default();
-    watcher(api, cfg).default_backoff().filter_map(move |ev| {
+    watch.filter_map(move |ev| {
         futures::future::ready(match ev {
             Err(e) => {
                 failures.failed(&what, meanwhile, &e);
@@ -119,9 +173,9 @@ impl Failures {
 }
 
 /// An object as the circuit breaker and the logs name it: `Kind/name (namespace)`, as upstream's.
-pub fn source(kind: &str, obj: &PartialObjectMeta<DynamicObject>) -> String {
-    let name = obj.metadata.name.as_deref().unwrap_or_default();
-    match obj.metadata.namespace.as_deref() {
+pub fn source<K: Resource>(kind: &str, obj: &K) -> String {
+    let name = obj.meta().name.as_deref().unwrap_or_default();
+    match obj.meta().namespace.as_deref() {
         Some(ns) if !ns.is_empty() => format!("{kind}/{name} ({ns})"),
         _ => format!("{kind}/{name}"),
     }

@@ -1,6 +1,7 @@
 //! The composite-resource (XR) reconciler (crossplane `internal/controller/apiextensions/composite`).
 //!
-//! Modules, one concept each: [`fields`] (where Crossplane's fields live in an XR), [`select`]
+//! Modules, one concept each: [`cache`] (the caches of Compositions, their revisions, Functions and
+//! their revisions that reconciles read), [`fields`] (where Crossplane's fields live in an XR), [`select`]
 //! (Composition and revision selection), [`discovery`] (kinds → API resources), [`pipeline`] (running
 //! the Composition's pipeline), [`builtin`] (the in-process patch-and-transform step), [`connection`]
 //! (connection details read from composed resources and written for the XR), [`functions`]
@@ -10,6 +11,7 @@
 //! `Responsive` condition) and [`reconciler`] (the controller).
 
 pub mod builtin;
+pub mod cache;
 pub mod capabilities;
 pub mod circuit;
 mod compose;

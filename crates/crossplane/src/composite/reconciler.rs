@@ -17,10 +17,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apis::apiextensions::CompositeResourceDefinitionSpec;
-use apis::apiextensions::CompositionRevision;
 use apis::apiextensions::labels::{FINALIZER_COMPOSITE, LABEL_COMPOSITION_NAME};
 use apis::condition::Condition;
 use apis::meta::ANNOTATION_PAUSED;
+use futures::StreamExt;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::core::ApiResource;
 use kube::runtime::controller::Action;
@@ -30,6 +30,7 @@ use kube::{Api, Resource, ResourceExt};
 use manager::{BoxError, TermContext};
 use serde_json::{Value, json};
 
+use super::cache::Caches;
 use super::circuit;
 use super::discovery::Discovery;
 use super::fields::Fields;
@@ -70,6 +71,9 @@ pub struct CompositeController {
     pub functions: Arc<Functions>,
     /// The watch circuit breaker's settings.
     pub circuit: circuit::Settings,
+    /// The caches of Compositions, their revisions, Functions and their revisions, shared by every
+    /// composite controller of the term.
+    pub caches: Arc<Caches>,
 }
 
 /// What one composite controller's reconciles share.
@@ -114,27 +118,26 @@ pub async fn run(ctx: TermContext, def: CompositeController) -> Result<(), BoxEr
     });
     let controller = Controller::new_with(api, watcher::Config::default(), resource.clone());
     // A new revision of a Composition requeues the XRs that use it (upstream watches revisions too).
+    // The revisions come from the cache the reconcile reads them from, once it holds them: the
+    // reconcile they trigger finds the new revision.
     let store = controller.store();
     let legacy = state.def.xrd.scope.is_legacy();
     let dyntype = resource.clone();
-    let revisions: Api<CompositionRevision> = Api::all(state.client.clone());
+    let revisions = tokio_stream_of(state.def.caches.revision_changes()).flat_map(move |rev| {
+        let composition = rev.labels().get(LABEL_COMPOSITION_NAME).cloned();
+        let xrs = store
+            .state()
+            .into_iter()
+            .filter(|xr| {
+                composition.is_some()
+                    && Fields::new(&xr.data, legacy).composition_ref() == composition.as_deref()
+            })
+            .map(|xr| ObjectRef::from_obj_with(&*xr, dyntype.clone()))
+            .collect::<Vec<_>>();
+        futures::stream::iter(xrs)
+    });
     let controller = controller
-        .watches(
-            revisions,
-            watcher::Config::default(),
-            move |rev: CompositionRevision| {
-                let composition = rev.labels().get(LABEL_COMPOSITION_NAME).cloned();
-                store
-                    .state()
-                    .into_iter()
-                    .filter(|xr| {
-                        composition.is_some()
-                            && Fields::new(&xr.data, legacy).composition_ref() == composition.as_deref()
-                    })
-                    .map(|xr| ObjectRef::from_obj_with(&*xr, dyntype.clone()))
-                    .collect::<Vec<_>>()
-            },
-        )
+        .reconcile_on(revisions)
         // A change to a composed resource reconciles its XR now (realtime composition).
         .reconcile_on(tokio_stream_of(changed));
     let (name, metrics) = (state.def.name.clone(), state.def.metrics.clone());
@@ -149,9 +152,9 @@ pub async fn run(ctx: TermContext, def: CompositeController) -> Result<(), BoxEr
 }
 
 /// The receiver as a stream.
-fn tokio_stream_of(
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<ObjectRef<DynamicObject>>,
-) -> impl futures::Stream<Item = ObjectRef<DynamicObject>> + Send + 'static {
+fn tokio_stream_of<T: Send + 'static>(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<T>,
+) -> impl futures::Stream<Item = T> + Send + 'static {
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 

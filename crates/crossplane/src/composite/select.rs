@@ -5,11 +5,11 @@ use apis::apiextensions::labels::LABEL_COMPOSITION_NAME;
 use apis::apiextensions::{
     CompositeResourceDefinitionSpec, Composition, CompositionRevision, CompositionUpdatePolicy,
 };
-use kube::api::ListParams;
-use kube::{Api, ResourceExt};
+use kube::ResourceExt;
 
+use super::cache::Caches;
 use super::fields::Fields;
-use crate::error::{Error, is_not_found};
+use crate::error::Error;
 
 /// The XR type: `apiVersion` and `kind`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,25 +56,21 @@ pub fn named(fields: &Fields<'_>, xrd: &CompositeResourceDefinitionSpec) -> Opti
         .or_else(|| xrd.default_composition_ref.as_ref().map(|r| r.name.clone()))
 }
 
-/// Selects and fetches the Composition.
+/// Selects and fetches the Composition, from the caches ([`Caches`]; a miss is confirmed live).
 pub async fn composition(
-    client: &kube::Client,
+    caches: &Caches,
     fields: &Fields<'_>,
     xrd: &CompositeResourceDefinitionSpec,
     t: &XrType,
 ) -> Result<Composition, Error> {
-    let api: Api<Composition> = Api::all(client.clone());
     let name = match named(fields, xrd) {
         Some(n) => n,
         None => {
-            let mut lp = ListParams::default();
-            if let Some(s) = fields.composition_selector().filter(|s| !s.is_empty()) {
-                lp = lp.labels(&s);
-            }
-            let mut matches: Vec<String> = api
-                .list(&lp)
+            let selector = fields.composition_selector().unwrap_or_default();
+            let mut matches: Vec<String> = caches
+                .compositions
+                .list(&selector)
                 .await?
-                .items
                 .iter()
                 .filter(|c| compatible(c, t))
                 .map(ResourceExt::name_any)
@@ -90,14 +86,10 @@ pub async fn composition(
             matches.swap_remove(fastrand::usize(..matches.len()))
         }
     };
-    let comp = match api.get(&name).await {
-        Ok(c) => c,
-        Err(e) if is_not_found(&e) => {
-            return Err(Error::Message(format!(
-                "cannot get Composition {name:?}: not found"
-            )));
-        }
-        Err(e) => return Err(e.into()),
+    let Some(comp) = caches.compositions.get(&name).await? else {
+        return Err(Error::Message(format!(
+            "cannot get Composition {name:?}: not found"
+        )));
     };
     if !usable(&comp, t, xrd.scope.is_legacy()) {
         return Err(Error::Message(format!(
@@ -120,20 +112,22 @@ pub fn policy(fields: &Fields<'_>, xrd: &CompositeResourceDefinitionSpec) -> Com
     }
 }
 
-/// Selects and fetches the revision of `composition`.
+/// Selects and fetches the revision of `composition`, from the caches ([`Caches`]; a miss is
+/// confirmed live). A cached list may lack a revision created a moment ago: the XR is then composed
+/// with the latest one the cache holds, and the new revision reconciles it again once the cache holds
+/// it (the composite controller hears of revisions from the same cache).
 pub async fn revision(
-    client: &kube::Client,
+    caches: &Caches,
     fields: &Fields<'_>,
     xrd: &CompositeResourceDefinitionSpec,
     composition: &str,
 ) -> Result<CompositionRevision, Error> {
-    let api: Api<CompositionRevision> = Api::all(client.clone());
     let policy = policy(fields, xrd);
     if policy == CompositionUpdatePolicy::Manual
         && let Some(name) = fields.composition_revision_ref()
     {
         // A pinned revision of another Composition is not used.
-        match api.get_opt(name).await? {
+        match caches.revisions.get(name).await? {
             Some(r) if r.labels().get(LABEL_COMPOSITION_NAME).map(String::as_str) == Some(composition) => {
                 return Ok(r);
             }
@@ -146,7 +140,7 @@ pub async fn revision(
     {
         selector = format!("{selector},{s}");
     }
-    let revs = api.list(&ListParams::default().labels(&selector)).await?.items;
+    let revs = caches.revisions.list(&selector).await?;
     latest(revs).ok_or_else(|| {
         Error::Message(format!(
             "cannot select a CompositionRevision: Composition {composition:?} has no matching revision yet"
@@ -154,7 +148,7 @@ pub async fn revision(
     })
 }
 
-/// The revision with the highest number.
+/// The revision with the highest number (of equals, the last in `revs`, which lists them by name).
 pub fn latest(revs: Vec<CompositionRevision>) -> Option<CompositionRevision> {
     revs.into_iter().max_by_key(|r| r.spec.revision)
 }

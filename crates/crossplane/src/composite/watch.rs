@@ -1,28 +1,34 @@
 //! Realtime composition: the kinds an XR composes are watched, and a change to a composed resource
 //! reconciles its XR at once instead of at the next poll.
 //!
-//! The first compose that meets a kind starts one metadata watch on it (objects labelled
+//! The first compose that meets a kind starts one watch on it (objects labelled
 //! `crossplane.io/composite`); each change is mapped to its controlling XR through the controller
-//! owner reference. A watch that is refused (RBAC) or fails backs off and retries; polling still
+//! owner reference. The watch keeps a cache of the objects it sees, which the compose reads its
+//! composed resources from ([`ComposedWatches::cached`]) instead of getting each one from the apiserver;
+//! a change reaches the XR only once the cache holds it. A watch that is refused (RBAC) or fails backs off and retries; polling still
 //! covers its kind meanwhile ([`super::kind_watch`] counts and reports the failures). Each change goes through the XR's circuit breaker ([`super::circuit`]),
 //! which drops changes while an XR's circuit is open; a composed resource being deleted always gets
 //! through.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use apis::apiextensions::labels::LABEL_COMPOSITE;
+use futures::FutureExt;
 use kube::Api;
 use kube::api::DynamicObject;
-use kube::core::{ApiResource, PartialObjectMeta};
-use kube::runtime::reflector::ObjectRef;
+use kube::core::ApiResource;
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::circuit::{self, Breaker};
 use super::kind_watch::{self, Flow};
+
+/// The cache of one composed kind, with the kind's resource (the key of its objects).
+type KindCache = (ApiResource, Store<DynamicObject>);
 
 /// The watches of one composite controller.
 pub struct ComposedWatches {
@@ -31,7 +37,8 @@ pub struct ComposedWatches {
     namespaced: bool,
     token: CancellationToken,
     tx: mpsc::UnboundedSender<ObjectRef<DynamicObject>>,
-    watched: Mutex<HashSet<(String, String)>>,
+    /// The cache of each watched kind, by apiVersion and kind, with the kind's resource (its key).
+    watched: Mutex<HashMap<(String, String), KindCache>>,
     breaker: Arc<Breaker>,
 }
 
@@ -52,7 +59,7 @@ impl ComposedWatches {
             namespaced,
             token,
             tx,
-            watched: Mutex::new(HashSet::new()),
+            watched: Mutex::new(HashMap::new()),
             breaker,
         };
         (w, rx)
@@ -63,18 +70,42 @@ impl ComposedWatches {
         self.tx.clone()
     }
 
-    /// Starts watching `kind` unless it is watched already.
-    pub fn ensure(&self, kind: &ApiResource) {
+    /// The composed resource `name` (in `namespace`, for a namespaced kind) as the cache of its kind
+    /// holds it, watching the kind first if it is not watched yet. `None` says nothing about the
+    /// object: the cache has not synced yet (it is not waited for: a kind first met, or one whose watch
+    /// RBAC does not allow yet, is read from the apiserver meanwhile), or it does not hold the object
+    /// (not created yet, or created a moment ago and not seen yet, or gone): the caller asks the
+    /// apiserver then, so that no object is taken for absent on the cache's word.
+    pub fn cached(
+        &self,
+        kind: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Arc<DynamicObject>> {
+        let (resource, store) = self.ensure(kind);
+        store.wait_until_ready().now_or_never()?.ok()?;
+        let mut key = ObjectRef::new_with(name, resource);
+        if let Some(ns) = namespace {
+            key = key.within(ns);
+        }
+        store.get(&key)
+    }
+
+    /// Starts watching `kind` unless it is watched already; returns the kind's cache and its key.
+    pub fn ensure(&self, kind: &ApiResource) -> KindCache {
         let key = (kind.api_version.clone(), kind.kind.clone());
-        let new = self
+        let mut watched = self
             .watched
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(key);
-        if !new {
-            return;
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(cache) = watched.get(&key) {
+            return cache.clone();
         }
-        let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(self.client.clone(), kind);
+        let writer = reflector::store::Writer::new(kind.clone());
+        let store = writer.as_reader();
+        watched.insert(key, (kind.clone(), store.clone()));
+        drop(watched);
+        let api: Api<DynamicObject> = Api::all_with(self.client.clone(), kind);
         let xr = self.xr.clone();
         let namespaced = self.namespaced;
         let tx = self.tx.clone();
@@ -83,7 +114,7 @@ impl ComposedWatches {
         let what = format!("composed {}/{} of {}", kind.api_version, kind.kind, xr.kind);
         tracing::debug!("watching {what}");
         let cfg = watcher::Config::default().labels(LABEL_COMPOSITE);
-        kind_watch::spawn(api, cfg, self.token.clone(), what, move |obj| {
+        kind_watch::spawn_cached(api, cfg, writer, self.token.clone(), what, move |obj| {
             let Some(r) = owner(&obj, &xr, namespaced) else {
                 return Flow::Continue;
             };
@@ -100,15 +131,12 @@ impl ComposedWatches {
                 Flow::Continue
             }
         });
+        (kind.clone(), store)
     }
 }
 
 /// The XR that controls `obj`, if it is one of kind `xr`.
-fn owner(
-    obj: &PartialObjectMeta<DynamicObject>,
-    xr: &ApiResource,
-    namespaced: bool,
-) -> Option<ObjectRef<DynamicObject>> {
+fn owner(obj: &DynamicObject, xr: &ApiResource, namespaced: bool) -> Option<ObjectRef<DynamicObject>> {
     let o = obj
         .metadata
         .owner_references

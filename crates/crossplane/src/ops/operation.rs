@@ -258,6 +258,7 @@ async fn attempt(
         client: &ctx.client,
         discovery: &ctx.discovery,
         functions: &ctx.functions,
+        caches: None,
     };
     let outcome = super::pipeline::run(&io, &op.spec.pipeline).await.map_err(|e| {
         let events = match &e {
