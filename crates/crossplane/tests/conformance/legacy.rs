@@ -232,7 +232,7 @@ async fn test_legacy_propagate_fields_removal_to_xr() -> anyhow::Result<()> {
     .await
 }
 
-/// The managers (`manager`/`operation`) whose managed fields of `obj` include the field at `path`
+/// The managers (`manager/operation`, and ` (subresource)` for one) whose managed fields of `obj` include the field at `path`
 /// (field names, e.g. `["metadata", "labels", "bar"]`).
 fn owners(obj: &Value, path: &[&str]) -> Vec<String> {
     let entries = obj
@@ -250,8 +250,12 @@ fn owners(obj: &Value, path: &[&str]) -> Vec<String> {
             })
         })
         .map(|e| {
+            let subresource = e["subresource"]
+                .as_str()
+                .map(|s| format!(" ({s})"))
+                .unwrap_or_default();
             format!(
-                "{}/{}",
+                "{}/{}{subresource}",
                 e["manager"].as_str().unwrap_or_default(),
                 e["operation"].as_str().unwrap_or_default()
             )
