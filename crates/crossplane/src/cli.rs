@@ -369,7 +369,13 @@ pub async fn core_start(
         metrics,
         functions,
         circuit,
+        ssa_claims: crate::claim::ssa_enabled(upstream),
     };
+    if !crate::claim::ssa_enabled(upstream) {
+        tracing::info!(
+            "claims are synced with their composite resources by client-side apply (--enable-ssa-claims=false)"
+        );
+    }
     mgr.add_gated(definition::CONTROLLER_NAME, move |ctx: TermContext| {
         definition::run(ctx, options.clone())
     });

@@ -57,6 +57,8 @@ pub struct Options {
     pub functions: std::sync::Arc<composite::functions::Functions>,
     /// The watch circuit breaker's settings, for each composite controller's breaker.
     pub circuit: composite::circuit::Settings,
+    /// Whether claim controllers sync claims and XRs by server-side apply (`--enable-ssa-claims`).
+    pub ssa_claims: bool,
 }
 
 struct Child {
@@ -332,6 +334,7 @@ async fn start_claim_controller(
         claim: claim.clone(),
         composite: composite.clone(),
         enforced_composition: xrd.spec.enforced_composition_ref.is_some(),
+        ssa: ctx.options.ssa_claims,
         poll: ctx.options.poll,
         name: child.clone(),
         metrics: ctx.options.metrics.clone(),

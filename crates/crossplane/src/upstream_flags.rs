@@ -16,7 +16,8 @@ const NOT_YET: &str = "crossplane-rs does not have this feature yet";
 /// `crossplane core start` (`--namespace`/`-n` is one of its own flags). `--metrics-port` and `--health-probe-port` are applied by the binary: they
 /// set `--metrics-bind-address` and `--health-probe-bind-address` to `:<port>`. `--enable-usages`,
 /// `--enable-webhooks`, `--webhook-port` and `--tls-server-secret-name` are applied by the usage
-/// webhook ([`crate::usage::Wiring`]); `--enable-operations` turns the ops controllers on ([`crate::ops::enabled`]).
+/// webhook ([`crate::usage::Wiring`]); `--enable-operations` turns the ops controllers on ([`crate::ops::enabled`]);
+/// `--enable-ssa-claims=false` syncs claims client-side ([`crate::claim::ssa_enabled`]).
 pub const CORE_START: &[Flag] = &[
     Flag::ignored("profile", NO_PROFILER),
     Flag::ignored("service-account", NO_PACKAGES)
@@ -99,7 +100,9 @@ pub const CORE_START: &[Flag] = &[
     Flag::ignored_switch("enable-usages", "")
         .default("true")
         .applied(),
-    Flag::ignored_switch("enable-ssa-claims", NOT_YET).default("true"),
+    Flag::ignored_switch("enable-ssa-claims", "")
+        .default("true")
+        .applied(),
     Flag::ignored_switch(
         "enable-realtime-compositions",
         "composed resources are always watched",

@@ -11,8 +11,14 @@
 //! Changes to XRs reconcile their claims at once. Every write goes through the term's fenced client.
 //! Metrics, the backoff (1–30 s), upstream's 1-minute timeout and the work queue are the manager's
 //! [`ControllerBuilder`]'s.
+//!
+//! That is the server-side sync, upstream's default. With `--enable-ssa-claims=false` the claim and
+//! its XR are synced client-side instead ([`csa`]), and the server-side sync upgrades the managed
+//! fields of an XR the client-side one wrote before applying it ([`managed_fields`]).
 
 pub mod connection;
+pub mod csa;
+pub mod managed_fields;
 pub mod sync;
 
 use std::sync::Arc;
@@ -21,7 +27,7 @@ use std::time::Duration;
 use apis::apiextensions::labels::FINALIZER_CLAIM;
 use apis::condition::Condition;
 use apis::meta::ANNOTATION_PAUSED;
-use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PropagationPolicy};
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::core::ApiResource;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
@@ -39,6 +45,15 @@ use crate::error::{Error, is_not_found};
 /// The field manager of the claim controller's writes (upstream's `FieldOwnerXR`).
 pub const FIELD_MANAGER: &str = "apiextensions.crossplane.io/claim";
 
+/// Whether upstream's `--enable-ssa-claims` is on (the default, as upstream): claims and XRs are then
+/// synced by server-side apply, else client-side ([`csa`]).
+pub fn ssa_enabled(given: &[manager::config::compat::Given]) -> bool {
+    given
+        .iter()
+        .find(|g| g.name == "enable-ssa-claims")
+        .is_none_or(|g| g.value != "false")
+}
+
 /// What a claim controller needs to know about its XRD.
 #[derive(Debug, Clone)]
 pub struct ClaimController {
@@ -48,6 +63,9 @@ pub struct ClaimController {
     pub composite: ApiResource,
     /// Whether the XRD enforces a Composition (the claim's `compositionRef` is then not propagated).
     pub enforced_composition: bool,
+    /// Whether the claim and its XR are synced by server-side apply (`--enable-ssa-claims`), else
+    /// client-side.
+    pub ssa: bool,
     /// How often a bound, ready claim is looked at again.
     pub poll: Duration,
     /// The controller's name in metrics and logs, `claim/<xrd>`.
@@ -141,7 +159,8 @@ async fn reconcile(claim: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, E
         Some(n) => ctx.xr_api().get_opt(n).await?,
         None => None,
     };
-    let xr_json = xr.as_ref().map(serde_json::to_value).transpose()?;
+    let mut xr = xr;
+    let mut xr_json = xr.as_ref().map(serde_json::to_value).transpose()?;
     if let Some(x) = &xr_json
         && let Some(r) = x.pointer("/spec/claimRef")
         && *r != sync::claim_ref(&claim_json)
@@ -157,6 +176,16 @@ async fn reconcile(claim: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, E
         ctx.write_status(&claim, &claim_json, None, vec![Condition::reconcile_error(msg)])
             .await?;
         return Ok(Action::await_change());
+    }
+
+    // Before the server-side sync applies an XR the client-side sync wrote, its managed fields are
+    // upgraded (once), so that fields later dropped from the claim leave the XR.
+    if ctx.def.ssa
+        && let Some(x) = &xr_json
+        && let Some(upgraded) = upgrade_managed_fields(&claim, &claim_json, x, &ctx).await?
+    {
+        xr_json = Some(serde_json::to_value(&upgraded)?);
+        xr = Some(upgraded);
     }
 
     if claim.metadata.deletion_timestamp.is_some() {
@@ -216,24 +245,38 @@ async fn bind(
         f.push(FINALIZER_CLAIM.to_owned());
         patch["metadata"] = json!({"finalizers": f});
     }
+    let mut claim_now = claim_json.clone();
     if patch.as_object().is_some_and(|m| !m.is_empty()) {
         patch["metadata"]["resourceVersion"] = json!(claim.resource_version());
         patch["apiVersion"] = claim_json["apiVersion"].clone();
         patch["kind"] = claim_json["kind"].clone();
-        claims
+        let patched = claims
             .patch(&claim.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
+        claim_now = serde_json::to_value(&patched)?;
     }
 
-    let applied = ctx
-        .xr_api()
-        .patch(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&desired),
-        )
-        .await?;
-    let applied = serde_json::to_value(&applied)?;
+    let applied = if ctx.def.ssa {
+        let applied = ctx
+            .xr_api()
+            .patch(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&desired),
+            )
+            .await?;
+        serde_json::to_value(&applied)?
+    } else {
+        let applied = write_client_side(ctx, &name, desired, xr).await?;
+        if let Some(p) = csa::claim_patch(&claim_now, &applied, ctx.def.enforced_composition) {
+            let patched = claims
+                .patch(&claim.name_any(), &PatchParams::default(), &Patch::Merge(&p))
+                .await?;
+            claim_now = serde_json::to_value(&patched)?;
+        }
+        applied
+    };
+    let claim_json = &claim_now;
 
     let overlay = sync::status_overlay(&applied);
     let conditions = sync::conditions(&applied);
@@ -251,6 +294,77 @@ async fn bind(
     } else {
         // The XR watch brings the claim back as soon as the XR changes; this is a safety net.
         Ok(Action::requeue(Duration::from_secs(30)))
+    }
+}
+
+/// The client-side sync's write of the XR (upstream's `APIPatchingApplicator`): create it, or merge
+/// `desired` into it unless that changes nothing. Returns the XR as written (or read).
+async fn write_client_side(
+    ctx: &Ctx,
+    name: &str,
+    desired: Value,
+    xr: Option<&Value>,
+) -> Result<Value, Error> {
+    let Some(x) = xr else {
+        let obj: DynamicObject = serde_json::from_value(desired)?;
+        let created = ctx.xr_api().create(&PostParams::default(), &obj).await?;
+        return Ok(serde_json::to_value(&created)?);
+    };
+    match csa::xr_patch(desired, x) {
+        None => Ok(x.clone()),
+        Some(p) => {
+            let patched = ctx
+                .xr_api()
+                .patch(name, &PatchParams::default(), &Patch::Merge(&p))
+                .await?;
+            Ok(serde_json::to_value(&patched)?)
+        }
+    }
+}
+
+/// Takes the step of the managed-fields upgrade XR `xr` needs ([`managed_fields`]); the XR as patched,
+/// or `None` when there was nothing to do (or it is gone). A conflict is retried; any other error is
+/// shown on the claim.
+async fn upgrade_managed_fields(
+    claim: &DynamicObject,
+    claim_json: &Value,
+    xr: &Value,
+    ctx: &Ctx,
+) -> Result<Option<DynamicObject>, Error> {
+    let step = managed_fields::step(xr, FIELD_MANAGER);
+    let Some(patch) = managed_fields::patch(xr, &step) else {
+        return Ok(None);
+    };
+    let name = xr
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    match ctx
+        .xr_api()
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(patched) => {
+            tracing::info!(
+                xr = name,
+                ?step,
+                "upgraded the composite resource's managed fields to server-side apply"
+            );
+            Ok(Some(patched))
+        }
+        Err(e) if is_not_found(&e) => Ok(None),
+        Err(e) => {
+            let e = Error::from(e);
+            if e.is_conflict() || e.is_not_leader() {
+                return Err(e);
+            }
+            let e = Error::Message(format!(
+                "cannot upgrade composite resource's managed fields from client-side to server-side apply: {e}"
+            ));
+            ctx.write_status(claim, claim_json, None, vec![Condition::reconcile_error(&e)])
+                .await?;
+            Err(e)
+        }
     }
 }
 

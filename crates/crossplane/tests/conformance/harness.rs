@@ -40,7 +40,10 @@ pub struct World {
     pub function: String,
     /// The port of the core's admission webhook (its configuration calls `https://127.0.0.1:<port>`).
     pub webhook_port: u16,
-    _core: Process,
+    core: Process,
+    /// How the core was started: its kubeconfig, its arguments without the scenario's extra flags,
+    /// and the scenario's name (for its log), so that [`World::restart_core`] can start it again.
+    core_start: (PathBuf, Vec<String>, String),
     _rbac: Process,
     _function: Served,
     _more: Vec<Served>,
@@ -133,7 +136,7 @@ impl World {
             webhook_port.to_string(),
             format!("https://127.0.0.1:{webhook_port}"),
         );
-        let mut core_args = vec![
+        let base_args = [
             "core",
             "start",
             "--watch-label-selector",
@@ -145,6 +148,8 @@ impl World {
             "--webhook-url",
             &url,
         ];
+        let base_args: Vec<String> = base_args.iter().map(|a| (*a).to_owned()).collect();
+        let mut core_args: Vec<&str> = base_args.iter().map(String::as_str).collect();
         core_args.extend_from_slice(core_flags);
         let core = Process::start(
             &kubeconfig,
@@ -172,11 +177,41 @@ impl World {
             ns,
             function: name,
             webhook_port,
-            _core: core,
+            core,
+            core_start: (kubeconfig.to_path_buf(), base_args, scenario.to_owned()),
             _rbac: rbac,
             _function: function,
             _more: Vec::new(),
         })
+    }
+
+    /// Upgrades the core as upstream's suite upgrades Crossplane with Helm (`HelmUpgradeCrossplaneToBase`
+    /// with other `args`): the running core is stopped as its pod would be (SIGTERM, killed after 30 s)
+    /// and started again with `core_flags` instead of the flags it had; like upstream's
+    /// `DeploymentPodIsRunningMustNotChangeWithin(10s)`, the new process must then run for 10 s.
+    /// Returns how long the upgrade took.
+    pub async fn restart_core(&mut self, core_flags: &[&str]) -> anyhow::Result<Duration> {
+        let start = std::time::Instant::now();
+        let core = &mut self.core;
+        tokio::task::block_in_place(|| core.stop(Duration::from_secs(30)));
+        let (kubeconfig, base, scenario) = &self.core_start;
+        let mut args: Vec<&str> = base.iter().map(String::as_str).collect();
+        args.extend_from_slice(core_flags);
+        self.core = Process::start(
+            kubeconfig,
+            &args,
+            &format!("conformance-core-{scenario}-{}-upgraded", self.id),
+        )?;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while tokio::time::Instant::now() < deadline {
+            anyhow::ensure!(
+                self.core.is_running(),
+                "the upgraded core exited within 10 s; see {}",
+                self.core.log.display()
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        Ok(start.elapsed())
     }
 
     /// Serves one more function of ours, `tests/functions/<script>`, as Function `<name>-<id>` (the

@@ -4,6 +4,8 @@
 //! - `TestLegacyPropagateFieldsRemovalToXR` (`legacy-propagate-field-removals`): what a claim's field
 //!   manager removes from the claim is removed from its XR. Its Composition composes nothing, so it
 //!   needs no provider either;
+//! - `TestLegacyPropagateFieldsRemovalToXRAfterUpgrade` (the same manifests): the same after the core
+//!   is upgraded from client-side to server-side claim sync;
 //! - `TestLegacyComposition` (`legacy`), with provider-nop of this workspace as a process (below).
 //!
 //! What differs from upstream's run, and why: the Function is the suite's function-dummy of ours, a
@@ -89,6 +91,91 @@ async fn test_legacy_bind_to_existing_xr() -> anyhow::Result<()> {
     .await
 }
 
+/// The prerequisites of the `legacy-propagate-field-removals` scenarios: an XRD offering claims with
+/// `coolField`, `numbers` and `parameters.tags`, and a Composition that composes nothing. Returns them
+/// and the API version of the XR and claim.
+fn removals_setup(w: &World) -> (Vec<Value>, String) {
+    let group = format!("{}.nop.example.org", w.id);
+    let api_version = format!("{group}/v1alpha1");
+    let mut definition = xrd_v1_with_claim(w, &group, &["coolField"]);
+    definition["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["parameters"] = json!({"type": "object", "properties": {"tags": {"type": "object",
+            "properties": {"tag": {"type": "string"}, "newtag": {"type": "string"}}}}});
+    let setup = vec![
+        definition,
+        composition(
+            w,
+            &format!("xnopresources.{group}"),
+            &api_version,
+            "XNopResource",
+            json!({}),
+            None,
+        ),
+    ];
+    (setup, api_version)
+}
+
+/// The scenarios' claim (`claim.yaml`, or with `updated` `claim-update.yaml`: without label bar,
+/// annotation test/bar, number three and tag newtag, with label foo2, annotation test/foo2 and number
+/// five).
+fn removals_claim(w: &World, api_version: &str, updated: bool) -> Value {
+    let (labels, annotations, numbers, tags) = if updated {
+        (
+            json!({"foo": "1", "foo2": "3"}),
+            json!({"test/foo": "1", "test/foo2": "4"}),
+            json!(["one", "five"]),
+            json!({"tag": "v1"}),
+        )
+    } else {
+        (
+            json!({"foo": "1", "bar": "2"}),
+            json!({"test/foo": "1", "test/bar": "2"}),
+            json!(["one", "three"]),
+            json!({"tag": "v1", "newtag": "v2"}),
+        )
+    };
+    let mut l = w.labels();
+    if let (Some(all), Some(more)) = (l.as_object_mut(), labels.as_object()) {
+        all.extend(more.clone());
+    }
+    json!({"apiVersion": api_version, "kind": "NopResource",
+           "metadata": {"namespace": w.ns, "name": "propagate-fields-removals",
+                        "labels": l, "annotations": annotations},
+           "spec": {"coolField": "I'm cool!", "numbers": numbers, "parameters": {"tags": tags},
+                    "compositeDeletePolicy": "Foreground"}})
+}
+
+/// Upstream's `FieldsRemovalPropagatedToXR`: the XR has the updated claim's fields and none it dropped
+/// (each within 1 min), then for 30 s the claim keeps its generation and the XR its resourceVersion.
+/// Returns how many versions of each the windows saw.
+async fn fields_removal_propagated(w: &World, claim: &Value, xr: &Value) -> anyhow::Result<(usize, usize)> {
+    for (pointer, want) in [
+        ("/metadata/labels/foo", json!("1")),
+        ("/metadata/labels/bar", Value::Null),
+        ("/metadata/labels/foo2", json!("3")),
+        ("/metadata/annotations/test~1foo", json!("1")),
+        ("/metadata/annotations/test~1bar", Value::Null),
+        ("/metadata/annotations/test~1foo2", json!("4")),
+        ("/spec/numbers/0", json!("one")),
+        ("/spec/numbers/1", json!("five")),
+        ("/spec/numbers/2", Value::Null),
+        ("/spec/parameters/tags/tag", json!("v1")),
+        ("/spec/parameters/tags/newtag", Value::Null),
+    ] {
+        w.has_field(MIN, xr, pointer, &want).await?;
+    }
+    let claim_versions = w
+        .must_not_change(30 * SEC, claim, |a, b| {
+            a["metadata"]["generation"] != b["metadata"]["generation"]
+        })
+        .await?;
+    let xr_versions = w
+        .must_not_change(30 * SEC, xr, |a, b| {
+            a["metadata"]["resourceVersion"] != b["metadata"]["resourceVersion"]
+        })
+        .await?;
+    Ok((claim_versions, xr_versions))
+}
+
 /// `TestLegacyPropagateFieldsRemovalToXR` (`manifests/apiextensions/composition/
 /// legacy-propagate-field-removals`): labels, annotations, array items and map keys removed from a claim
 /// by its field manager are removed from its XR too, and then neither changes for 30 s.
@@ -96,86 +183,25 @@ async fn test_legacy_bind_to_existing_xr() -> anyhow::Result<()> {
 async fn test_legacy_propagate_fields_removal_to_xr() -> anyhow::Result<()> {
     record("TestLegacyPropagateFieldsRemovalToXR", LEGACY, async {
         let w = World::start("legacy-removals").await?;
-        let group = format!("{}.nop.example.org", w.id);
-        let api_version = format!("{group}/v1alpha1");
-        let mut definition = xrd_v1_with_claim(&w, &group, &["coolField"]);
-        definition["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
-            ["parameters"] = json!({"type": "object", "properties": {"tags": {"type": "object",
-                "properties": {"tag": {"type": "string"}, "newtag": {"type": "string"}}}}});
-        let setup = vec![
-            definition,
-            composition(
-                &w,
-                &format!("xnopresources.{group}"),
-                &api_version,
-                "XNopResource",
-                json!({}),
-                None,
-            ),
-        ];
+        let (setup, api_version) = removals_setup(&w);
         // PrerequisitesAreCreated.
         w.apply_all(&setup).await?;
         w.has_condition(MIN, &setup[0], "Established", "True", "WatchingCompositeResource")
             .await?;
 
         // CreateClaim.
-        let claim_of = |labels: Value, annotations: Value, numbers: Value, tags: Value| {
-            let mut l = w.labels();
-            if let (Some(all), Some(more)) = (l.as_object_mut(), labels.as_object()) {
-                all.extend(more.clone());
-            }
-            json!({"apiVersion": api_version, "kind": "NopResource",
-                   "metadata": {"namespace": w.ns, "name": "propagate-fields-removals",
-                                "labels": l, "annotations": annotations},
-                   "spec": {"coolField": "I'm cool!", "numbers": numbers, "parameters": {"tags": tags},
-                            "compositeDeletePolicy": "Foreground"}})
-        };
-        let claim = claim_of(
-            json!({"foo": "1", "bar": "2"}),
-            json!({"test/foo": "1", "test/bar": "2"}),
-            json!(["one", "three"]),
-            json!({"tag": "v1", "newtag": "v2"}),
-        );
+        let claim = removals_claim(&w, &api_version, false);
         w.apply_all(std::slice::from_ref(&claim)).await?;
         w.has_condition(MIN, &claim, "Ready", "True", "Available").await?;
         let xr = crate::xr_of_claim(&w, &claim).await?;
         w.has_field(MIN, &xr, "/metadata/labels/bar", &json!("2")).await?;
 
         // UpdateClaim: the same field manager applies the claim without bar, test/bar, three and newtag.
-        let updated = claim_of(
-            json!({"foo": "1", "foo2": "3"}),
-            json!({"test/foo": "1", "test/foo2": "4"}),
-            json!(["one", "five"]),
-            json!({"tag": "v1"}),
-        );
+        let updated = removals_claim(&w, &api_version, true);
         w.apply(&updated).await?;
 
         // FieldsRemovalPropagatedToXR.
-        for (pointer, want) in [
-            ("/metadata/labels/foo", json!("1")),
-            ("/metadata/labels/bar", Value::Null),
-            ("/metadata/labels/foo2", json!("3")),
-            ("/metadata/annotations/test~1foo", json!("1")),
-            ("/metadata/annotations/test~1bar", Value::Null),
-            ("/metadata/annotations/test~1foo2", json!("4")),
-            ("/spec/numbers/0", json!("one")),
-            ("/spec/numbers/1", json!("five")),
-            ("/spec/numbers/2", Value::Null),
-            ("/spec/parameters/tags/tag", json!("v1")),
-            ("/spec/parameters/tags/newtag", Value::Null),
-        ] {
-            w.has_field(MIN, &xr, pointer, &want).await?;
-        }
-        let claim_versions = w
-            .must_not_change(30 * SEC, &claim, |a, b| {
-                a["metadata"]["generation"] != b["metadata"]["generation"]
-            })
-            .await?;
-        let xr_versions = w
-            .must_not_change(30 * SEC, &xr, |a, b| {
-                a["metadata"]["resourceVersion"] != b["metadata"]["resourceVersion"]
-            })
-            .await?;
+        let (claim_versions, xr_versions) = fields_removal_propagated(&w, &claim, &xr).await?;
 
         // Positive control of the window: a change of the claim's spec within it is caught.
         let mut changed = updated.clone();
@@ -201,6 +227,127 @@ async fn test_legacy_propagate_fields_removal_to_xr() -> anyhow::Result<()> {
             "the XR lost label bar, annotation test/bar, numbers[2] and tags.newtag with its claim; then for \
              30 s the claim kept its generation ({claim_versions} versions seen) and the XR its \
              resourceVersion ({xr_versions} seen); positive control, a spec change within the window: {caught}"
+        ))
+    })
+    .await
+}
+
+/// The managers (`manager/operation`, and ` (subresource)` for one) whose managed fields of `obj` include the field at `path`
+/// (field names, e.g. `["metadata", "labels", "bar"]`).
+fn owners(obj: &Value, path: &[&str]) -> Vec<String> {
+    let entries = obj
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    entries
+        .iter()
+        .filter(|e| {
+            let mut at = &e["fieldsV1"];
+            path.iter().all(|p| {
+                at = &at[format!("f:{p}")];
+                !at.is_null()
+            })
+        })
+        .map(|e| {
+            let subresource = e["subresource"]
+                .as_str()
+                .map(|s| format!(" ({s})"))
+                .unwrap_or_default();
+            format!(
+                "{}/{}{subresource}",
+                e["manager"].as_str().unwrap_or_default(),
+                e["operation"].as_str().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+/// `TestLegacyPropagateFieldsRemovalToXRAfterUpgrade` (`manifests/apiextensions/composition/
+/// legacy-propagate-field-removals`): the core starts with `--enable-ssa-claims=false`, so the claim's
+/// XR is created and synced client-side; the core is then upgraded to the default (server-side apply)
+/// and the claim applied without label bar, annotation test/bar, number three and tag newtag: these
+/// leave the XR, because the server-side sync upgraded the XR's managed fields before applying it,
+/// and then neither claim nor XR changes for 30 s.
+///
+/// What differs from upstream's run, and why: the upgrade is a restart of our core process without
+/// the flag (upstream upgrades its Helm release, which rolls the core's pod), under upstream's limits;
+/// the chart's `args` checks become the arguments we start the core with. Beyond upstream, the XR's
+/// managed fields are checked: before the upgrade the client-side manager `crossplane` (`Update`) owns
+/// label bar and the claim controller's server-side manager has no entry (the positive control: that
+/// ownership is what would keep bar on the XR without the upgrade); after it, only the server-side
+/// manager owns the claim's fields.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn test_legacy_propagate_fields_removal_to_xr_after_upgrade() -> anyhow::Result<()> {
+    record("TestLegacyPropagateFieldsRemovalToXRAfterUpgrade", LEGACY, async {
+        // DisableSSAClaims.
+        let mut w = World::start_with("legacy-removals-upgrade", &["--enable-ssa-claims=false"]).await?;
+        let (setup, api_version) = removals_setup(&w);
+        // PrerequisitesAreCreated.
+        w.apply_all(&setup).await?;
+        w.has_condition(MIN, &setup[0], "Established", "True", "WatchingCompositeResource")
+            .await?;
+
+        // CreateClaim.
+        let claim = removals_claim(&w, &api_version, false);
+        w.apply_all(std::slice::from_ref(&claim)).await?;
+        w.has_condition(MIN, &claim, "Ready", "True", "Available").await?;
+        let xr = crate::xr_of_claim(&w, &claim).await?;
+        w.has_field(MIN, &xr, "/metadata/labels/bar", &json!("2")).await?;
+
+        // Beyond upstream: the XR was written client-side (positive control of the upgrade).
+        let ssa_manager = "apiextensions.crossplane.io/claim";
+        let before = w.get(&xr).await?;
+        let bar_before = owners(&before, &["metadata", "labels", "bar"]);
+        anyhow::ensure!(
+            bar_before.iter().any(|o| o == "crossplane/Update"),
+            "the client-side sync did not write label bar of the XR: its owners are {bar_before:?}"
+        );
+        let all_before = owners(&before, &[]);
+        anyhow::ensure!(
+            !all_before.iter().any(|o| o.starts_with(ssa_manager)),
+            "the XR was applied server-side with --enable-ssa-claims=false: its managers are {all_before:?}"
+        );
+
+        // EnableSSAClaims: the core upgraded to the default flags.
+        let upgrade = w.restart_core(&[]).await?;
+
+        // UpdateClaim: the claim without bar, test/bar, three and newtag; it must not change for 1 min.
+        let updated = removals_claim(&w, &api_version, true);
+        w.apply(&updated).await?;
+        let claim_update_versions = w
+            .must_not_change(MIN, &claim, |a, b| {
+                a["metadata"]["generation"] != b["metadata"]["generation"]
+            })
+            .await?;
+
+        // FieldsRemovalPropagatedToXR.
+        let (claim_versions, xr_versions) = fields_removal_propagated(&w, &claim, &xr).await?;
+
+        // Beyond upstream: the server-side manager alone owns the claim's fields, once.
+        let after = w.get(&xr).await?;
+        let all_after = owners(&after, &[]);
+        let foo_after = owners(&after, &["metadata", "labels", "foo"]);
+        anyhow::ensure!(
+            foo_after == [format!("{ssa_manager}/Apply")],
+            "label foo of the upgraded XR is owned by {foo_after:?}, not by {ssa_manager} alone"
+        );
+        anyhow::ensure!(
+            !all_after.iter().any(|o| o.starts_with("before-first-apply")),
+            "the upgrade left before-first-apply on the XR: its managers are {all_after:?}"
+        );
+
+        // DeleteClaim, DeletePrerequisites.
+        w.delete_all(2 * MIN, std::slice::from_ref(&claim)).await?;
+        w.delete_all(3 * MIN, &setup).await?;
+        Ok(format!(
+            "with --enable-ssa-claims=false the XR was written client-side (label bar owned by {bar_before:?}, \
+             managers {all_before:?}); the core was upgraded to server-side claims in {:.1} s; the updated \
+             claim kept its generation for 1 min ({claim_update_versions} versions seen); the XR lost label \
+             bar, annotation test/bar, numbers[2] and tags.newtag; then for 30 s the claim kept its \
+             generation ({claim_versions} versions seen) and the XR its resourceVersion ({xr_versions} \
+             seen); the XR's managers after the upgrade: {all_after:?}",
+            upgrade.as_secs_f64()
         ))
     })
     .await

@@ -20,24 +20,14 @@ pub const LEGACY: &str = "apiextensions_compositions_legacy_test.go";
 pub const XRDS: &str = "apiextensions_xrds_test.go";
 
 /// Every upstream scenario named in issue 22 that this suite cannot run yet: name, upstream file, why.
-pub const CANNOT_RUN: &[(&str, &str, &str)] = &[
-    (
-        "TestLegacyPropagateFieldsRemovalToXRAfterUpgrade",
-        LEGACY,
-        "upgrades Crossplane with its Helm chart from --enable-ssa-claims=false (claims synced by client-side \
-         apply) to the default (server-side apply) between creating and updating the claim. Our core has only \
-         the server-side-apply sync (it accepts --enable-ssa-claims and ignores it), so there is no client-side \
-         mode to upgrade from; TestLegacyPropagateFieldsRemovalToXR covers the server-side half",
-    ),
-    (
-        "TestEnvironmentResolveIfNotPresent",
-        "environmentconfig_test.go (removed in v2; manifests/apiextensions/environment remain)",
-        "has no v2 equivalent: upstream v2 dropped policy.resolve with native EnvironmentConfig selection, and \
+pub const CANNOT_RUN: &[(&str, &str, &str)] = &[(
+    "TestEnvironmentResolveIfNotPresent",
+    "environmentconfig_test.go (removed in v2; manifests/apiextensions/environment remain)",
+    "has no v2 equivalent: upstream v2 dropped policy.resolve with native EnvironmentConfig selection, and \
          function-environment-configs keeps nothing on the XR, so it resolves on every call as if Always (its \
          input says so); with a second matching EnvironmentConfig the v1 scenario's Single selector fails as \
          upstream's function does, instead of keeping the first match",
-    ),
-];
+)];
 
 /// Writes one outcome, if `CONFORMANCE_OUT` is set.
 pub fn write(upstream: &str, file: &str, result: &str, seconds: f64, detail: &str) -> anyhow::Result<()> {

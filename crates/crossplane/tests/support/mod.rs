@@ -134,6 +134,12 @@ impl Process {
         self.process.kill();
     }
 
+    /// Stops it as Kubernetes stops a pod: SIGTERM, then SIGKILL if it has not exited within `grace`.
+    /// Whether it exited by itself.
+    pub fn stop(&mut self, grace: std::time::Duration) -> bool {
+        self.process.stop(grace).is_some()
+    }
+
     /// Whether it is still running.
     pub fn is_running(&mut self) -> bool {
         self.process.is_running()
