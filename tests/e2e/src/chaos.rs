@@ -67,6 +67,7 @@ pub fn run(options: &Options) -> anyhow::Result<i32> {
         min_changes: options.changes,
         fence_after: Some(options.fence_after),
         client_go: true,
+        go_provider: true,
         // About 1.1 changes per fault and 6 s per fault, with room to spare.
         time_limit: Duration::from_secs(60 + 15 * options.changes as u64),
         timings: Timings::FAST,
