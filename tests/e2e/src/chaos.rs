@@ -128,7 +128,8 @@ fn write_docs(
          replicas, each process with a ServiceAccount token bound to a pod of its own, were hit by the \
          faults below one after another until at least {} leadership changes. The first {} changes ran \
          with self-fencing alone; then the server-side fence (`deploy/fencing`) was installed, and \
-         client-go's candidate joined provider-nop's pool until the faults ended. Every \
+         client-go's candidate and the Go provider (provider-nop-go, on crossplane-runtime) joined \
+         provider-nop's pool until the faults ended. Every \
          write of a replica is attributed by the pod its token is bound to and judged by the \
          apiserver's answer, with no grace window (see `tests/e2e/src/schedule/check.rs`). {}",
         options.changes,
