@@ -365,6 +365,7 @@ mod tests {
 
     use super::*;
     use crate::checker::Violation;
+    use crate::schedule::report::GoPeerFigures;
 
     fn late(at: &str, code: i32, fenced: bool) -> LateWrite {
         LateWrite {
@@ -410,5 +411,57 @@ mod tests {
         let md = report.to_markdown("how");
         assert!(md.contains("| Violations with the fence on | 1 |"), "{md}");
         assert!(md.contains("| Fence refusals (403) | 1 |"), "{md}");
+        assert!(json["go_provider"].is_null() && json["client_go"].is_null());
+        assert!(!md.contains("Go provider"), "{md}");
+    }
+
+    #[test]
+    fn go_peers_and_implementations_are_rendered() {
+        let provider = GoPeerFigures {
+            processes: 2,
+            lost_lease_exits: 1,
+            terms: 1,
+            writes_checked: 238,
+            work_admitted: 74,
+            late_writes: 163,
+            late_writes_refused: 163,
+            late_writes_settled: 0,
+            violations: 0,
+        };
+        let report = Report {
+            go_peers: [(GoPeer::Provider, provider)].into_iter().collect(),
+            terms_by_implementation: [("provider-nop".to_owned(), 14), ("provider-nop-go".to_owned(), 1)]
+                .into_iter()
+                .collect(),
+            ..Report::default()
+        };
+        let json = report.to_json();
+        assert_eq!(json["go_provider"]["late_writes_refused"], 163);
+        assert_eq!(json["go_provider"]["lost_lease_exits"], 1);
+        assert!(json["client_go"].is_null());
+        assert_eq!(json["provider_nop_terms_by_implementation"]["provider-nop-go"], 1);
+        let md = report.to_markdown("how");
+        assert!(
+            md.contains("## The Go provider in provider-nop's pool (fence on)"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| Processes (of which exited on losing the Lease, restarted) | 2 (1) |"),
+            "{md}"
+        );
+        assert!(md.contains("| provider-nop-go | 1 |"), "{md}");
+        assert!(
+            !md.contains("client-go's candidate in provider-nop's pool"),
+            "{md}"
+        );
+        let summary = report.summary();
+        assert!(
+            summary.contains("the Go provider (provider-nop-go), with the fence: 2 processes"),
+            "{summary}"
+        );
+        assert!(
+            summary.contains("provider-nop 14, provider-nop-go 1"),
+            "{summary}"
+        );
     }
 }

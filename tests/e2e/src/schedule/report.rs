@@ -465,7 +465,7 @@ impl Report {
         for (peer, g) in &self.go_peers {
             let _ = writeln!(
                 s,
-                "{peer} (with the fence): {} processes ({} exited on losing the Lease, restarted), {} terms, {} \
+                "{peer}, with the fence: {} processes ({} exited on losing the Lease, restarted), {} terms, {} \
                  writes checked ({} of its work admitted), {} late writes ({} refused, {} unanswered and \
                  settled: no effect), {} violations",
                 g.processes,
