@@ -253,6 +253,17 @@ impl World<'_> {
             client_go: peers.contains(&GoPeer::ClientGo),
             go_provider: peers.contains(&GoPeer::Provider),
         };
+        // An exit on a lost Lease is not a problem only if the process had a Lease to lose.
+        let nop_terms = checker::terms(&events, &Lock::lease(&self.ns, Group::Nop.lease()));
+        for r in self.history.iter().filter(|r| r.lost_lease_exit) {
+            if !nop_terms.iter().any(|t| t.holder == r.identity) {
+                self.problems.push(format!(
+                    "{} exited saying it lost the Lease, but held no term of it in the audit log; see {}",
+                    r.identity,
+                    r.log.display()
+                ));
+            }
+        }
         for peer in GoPeer::ALL {
             if let Some(figures) = self.go_figures(peer, &events, &judged, &report) {
                 report.go_peers.insert(peer, figures);
@@ -310,6 +321,7 @@ impl World<'_> {
                 .filter(|e| e.resource == work && (200..300).contains(&e.code))
                 .count(),
             late_writes: late.len(),
+            late_writes_in_flight: late.iter().filter(|w| w.held).count(),
             late_writes_refused: late
                 .iter()
                 .filter(|w| w.write.code == 403 || REFUSED_BEFORE_ADMISSION.contains(&w.write.code))

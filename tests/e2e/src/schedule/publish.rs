@@ -262,7 +262,8 @@ impl Report {
                  | Figure | Value |\n|---|---|\n\
                  | Processes (of which exited on losing the Lease, restarted) | {} ({}) |\n\
                  | Terms held | {} |\n| Writes checked | {} |\n| Of which its work, admitted | {} |\n\
-                 | Late writes / refused (403, 409, 404) / unanswered, proven to have taken no effect | {} / {} / {} |\n\
+                 | Late writes / in flight at its freeze / refused (403, 409, 404) / unanswered, proven to have \
+                 taken no effect | {} / {} / {} / {} |\n\
                  | Violations | {} |",
                 g.processes,
                 g.lost_lease_exits,
@@ -270,6 +271,7 @@ impl Report {
                 g.writes_checked,
                 g.work_admitted,
                 g.late_writes,
+                g.late_writes_in_flight,
                 g.late_writes_refused,
                 g.late_writes_settled,
                 g.violations
@@ -353,6 +355,7 @@ fn go_json(g: &GoPeerFigures) -> serde_json::Value {
         "writes_checked": g.writes_checked,
         "work_admitted": g.work_admitted,
         "late_writes": g.late_writes,
+        "late_writes_in_flight": g.late_writes_in_flight,
         "late_writes_refused": g.late_writes_refused,
         "late_writes_settled": g.late_writes_settled,
         "violations": g.violations,
@@ -424,6 +427,7 @@ mod tests {
             writes_checked: 238,
             work_admitted: 74,
             late_writes: 163,
+            late_writes_in_flight: 1,
             late_writes_refused: 163,
             late_writes_settled: 0,
             violations: 0,

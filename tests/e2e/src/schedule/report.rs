@@ -152,6 +152,9 @@ pub struct GoPeerFigures {
     pub work_admitted: usize,
     /// Of its writes, those outside its terms, each refused or not.
     pub late_writes: usize,
+    /// Of those, how many it had in flight when it was frozen, delivered late by its relay (the others it
+    /// sent after SIGCONT, before it noticed the lost Lease).
+    pub late_writes_in_flight: usize,
     /// Of those, how many the apiserver refused (403 by the fence, or 409/404 before admission).
     pub late_writes_refused: usize,
     /// Of those, how many got an answer that did not tell (a 504 when the request's own deadline passed
@@ -466,14 +469,15 @@ impl Report {
             let _ = writeln!(
                 s,
                 "{peer}, with the fence: {} processes ({} exited on losing the Lease, restarted), {} terms, {} \
-                 writes checked ({} of its work admitted), {} late writes ({} refused, {} unanswered and \
-                 settled: no effect), {} violations",
+                 writes checked ({} of its work admitted), {} late writes ({} in flight at its freeze; {} \
+                 refused, {} unanswered and settled: no effect), {} violations",
                 g.processes,
                 g.lost_lease_exits,
                 g.terms,
                 g.writes_checked,
                 g.work_admitted,
                 g.late_writes,
+                g.late_writes_in_flight,
                 g.late_writes_refused,
                 g.late_writes_settled,
                 g.violations
@@ -695,6 +699,7 @@ mod tests {
                         writes_checked: 10,
                         work_admitted: 8,
                         late_writes: 1,
+                        late_writes_in_flight: 1,
                         late_writes_refused: 1,
                         late_writes_settled: 0,
                         violations: 0,
