@@ -4,7 +4,7 @@
 //! self-fencing alone; after `--fence-after` changes (half by default) the server-side fence is
 //! installed, so the run reports both modes. It prints the summary and writes every figure to
 //! `docs/reliability.md` and `docs/reliability.json`. The bounded version runs in `cargo xtask test`
-//! (`tests/e2e/tests/faults.rs`, fence off).
+//! (`tests/e2e/tests/faults.rs`: 30 changes, the fence and both Go peers after 20).
 
 use std::time::{Duration, Instant};
 
