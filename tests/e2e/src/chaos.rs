@@ -4,7 +4,7 @@
 //! self-fencing alone; after `--fence-after` changes (half by default) the server-side fence is
 //! installed, so the run reports both modes. It prints the summary and writes every figure to
 //! `docs/reliability.md` and `docs/reliability.json`. The bounded version runs in `cargo xtask test`
-//! (`tests/e2e/tests/faults.rs`, fence off).
+//! (`tests/e2e/tests/faults.rs`: 30 changes, the fence and both Go peers after 20).
 
 use std::time::{Duration, Instant};
 
@@ -67,6 +67,7 @@ pub fn run(options: &Options) -> anyhow::Result<i32> {
         min_changes: options.changes,
         fence_after: Some(options.fence_after),
         client_go: true,
+        go_provider: true,
         // About 1.1 changes per fault and 6 s per fault, with room to spare.
         time_limit: Duration::from_secs(60 + 15 * options.changes as u64),
         timings: Timings::FAST,
@@ -127,7 +128,8 @@ fn write_docs(
          replicas, each process with a ServiceAccount token bound to a pod of its own, were hit by the \
          faults below one after another until at least {} leadership changes. The first {} changes ran \
          with self-fencing alone; then the server-side fence (`deploy/fencing`) was installed, and \
-         client-go's candidate joined provider-nop's pool until the faults ended. Every \
+         client-go's candidate and the Go provider (provider-nop-go, on crossplane-runtime) joined \
+         provider-nop's pool until the faults ended. Every \
          write of a replica is attributed by the pod its token is bound to and judged by the \
          apiserver's answer, with no grace window (see `tests/e2e/src/schedule/check.rs`). {}",
         options.changes,

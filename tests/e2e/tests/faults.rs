@@ -1,7 +1,8 @@
 //! The bounded fault schedule (issue 8, must-show 1): three provider-nop and three core replicas on a
 //! control plane of their own, hit by every kind of fault in [`e2e::schedule::Fault::ALL`] until at least
 //! 30 leadership changes happened: the first 20 with self-fencing alone, the rest with the server-side
-//! fence in force and client-go's candidate in provider-nop's pool beside our replicas. Each replica
+//! fence in force and two Go peers in provider-nop's pool beside our replicas: client-go's candidate and
+//! our NopResource provider in Go on crossplane-runtime (provider-nop-go). Each replica
 //! process writes with a token bound to a pod of its own; the audit-log checker attributes every write
 //! to that pod, and finds none outside its writer's terms that the apiserver admitted (no grace
 //! window) and none whose user agent lacks its pod's identity. The audit log lost nothing (no line
@@ -14,7 +15,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use e2e::schedule::{self, Binaries, Config, Fault, Timings};
+use e2e::schedule::{self, Binaries, Config, Fault, GoPeer, Timings};
 
 const MIN_CHANGES: usize = 30;
 const FENCE_AFTER: usize = 20;
@@ -37,6 +38,7 @@ async fn fault_schedule_keeps_one_writer_and_loses_nothing() -> anyhow::Result<(
         min_changes: MIN_CHANGES,
         fence_after: Some(FENCE_AFTER),
         client_go: true,
+        go_provider: true,
         time_limit: Duration::from_secs(300),
         timings: Timings::FAST,
         log_dir: log_dir.clone(),
@@ -82,18 +84,21 @@ async fn fault_schedule_keeps_one_writer_and_loses_nothing() -> anyhow::Result<(
         "the checker saw only {} controller writes:\n{summary}",
         report.checked_writes
     );
-    let go = report
-        .client_go
-        .as_ref()
-        .ok_or_else(|| anyhow::anyhow!("client-go's candidate never joined:\n{summary}"))?;
-    assert!(
-        go.terms >= 1 && go.writes_checked > 0,
-        "client-go's candidate led no term or wrote nothing, so its part showed nothing:\n{summary}"
-    );
-    assert!(
-        go.late_writes > 0 && (go.late_writes_refused, go.violations) == (go.late_writes, 0),
-        "client-go's candidate sent late writes as a frozen leader, and every one was refused:\n{summary}"
-    );
+    for peer in GoPeer::ALL {
+        let go = report
+            .go_peers
+            .get(&peer)
+            .ok_or_else(|| anyhow::anyhow!("{peer} never joined:\n{summary}"))?;
+        assert!(
+            go.terms >= 1 && go.writes_checked > 0 && go.work_admitted > 0,
+            "{peer} led no term or did no work, so its part showed nothing:\n{summary}"
+        );
+        assert!(
+            go.late_writes > 0
+                && (go.late_writes_refused + go.late_writes_settled, go.violations) == (go.late_writes, 0),
+            "{peer} sent late writes as a frozen leader, and every one was refused:\n{summary}"
+        );
+    }
     assert!(
         report.fence_from.is_some(),
         "the fence was never installed:\n{summary}"

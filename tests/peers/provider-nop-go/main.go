@@ -1,7 +1,7 @@
 // Command provider-nop-go is crossplane-rs's Go peer of its provider-nop: a NopResource provider built on
-// crossplane-runtime's managed reconciler and controller-runtime's manager and leader election, at
-// controller-runtime's default Lease timings (15 s / 10 s / 2 s), on Lease
-// crossplane-leader-election-provider-nop. It serves the CRD crossplane-rs generates
+// crossplane-runtime's managed reconciler and controller-runtime's manager and leader election, by
+// default at controller-runtime's default Lease timings (15 s / 10 s / 2 s; --lease-duration,
+// --renew-deadline and --retry-period change them), on Lease crossplane-leader-election-provider-nop. It serves the CRD crossplane-rs generates
 // (deploy/crds/nopresources.nop.crossplane.io.yaml) and never installs it.
 package main
 
@@ -88,6 +88,9 @@ func run() error {
 	// --kubeconfig is controller-runtime's own flag (pkg/client/config), with KUBECONFIG as its fallback.
 	leaderElection := flag.Bool("leader-election", envBool("LEADER_ELECTION"), "Use leader election (Lease "+leaseName+"); env LEADER_ELECTION.")
 	leaseNS := flag.String("leader-election-namespace", "", "The Lease's namespace (default: env POD_NAMESPACE, else the Pod's namespace).")
+	leaseDuration := flag.Duration("lease-duration", 15*time.Second, "How long a Lease is valid without renewal (controller-runtime's default).")
+	renewDeadline := flag.Duration("renew-deadline", 10*time.Second, "How long the leader retries renewing before it gives up (controller-runtime's default).")
+	retryPeriod := flag.Duration("retry-period", 2*time.Second, "How long candidates wait between tries (controller-runtime's default).")
 	releaseOnCancel := flag.Bool("leader-election-release-on-cancel", false, "Release the Lease on shutdown (controller-runtime's default is not to).")
 	metricsAddr := flag.String("metrics-bind-address", ":8080", "Where /metrics listens; 0 turns it off.")
 	probeAddr := flag.String("health-probe-bind-address", ":8081", "Where /healthz and /readyz listen; 0 turns them off.")
@@ -138,6 +141,9 @@ func run() error {
 		LeaderElection:                *leaderElection,
 		LeaderElectionID:              leaseName,
 		LeaderElectionReleaseOnCancel: *releaseOnCancel,
+		LeaseDuration:                 leaseDuration,
+		RenewDeadline:                 renewDeadline,
+		RetryPeriod:                   retryPeriod,
 	}
 	if *leaderElection {
 		ns, err := leaseNamespace(*leaseNS)
@@ -147,10 +153,9 @@ func run() error {
 		opts.LeaderElectionNamespace = ns
 		// controller-runtime's own kind of lock, made here only to name the identity (POD_NAME when set, so
 		// a test tells its replicas apart) and to keep it in the Lease client's user agent, which
-		// resourcelock.NewFromKubeconfig would replace by client-go's default; the timings stay
-		// controller-runtime's defaults, and the client's timeout is the one NewFromKubeconfig sets (half
-		// the renew deadline).
-		leaseClient, err := kubernetes.NewForConfig(leaseConfig(cfg, id, 5*time.Second))
+		// resourcelock.NewFromKubeconfig would replace by client-go's default; the client's timeout is the
+		// one NewFromKubeconfig sets (half the renew deadline).
+		leaseClient, err := kubernetes.NewForConfig(leaseConfig(cfg, id, *renewDeadline/2))
 		if err != nil {
 			return fmt.Errorf("cannot create the Lease client: %w", err)
 		}

@@ -534,6 +534,20 @@ fn reliability(j: &Value) -> anyhow::Result<String> {
             n(go, "/violations")?,
         );
     }
+    if let Some(go) = j.get("go_provider").filter(|g| !g.is_null()) {
+        s += &format!(
+            " The Go provider (provider-nop-go) led {} terms and sent {} writes ({} of its NopResource work \
+             admitted); {} of them were late, {} refused, {} violations; {} of its processes exited on \
+             losing the Lease and were restarted.",
+            n(go, "/terms")?,
+            n(go, "/writes_checked")?,
+            n(go, "/work_admitted")?,
+            n(go, "/late_writes")?,
+            n(go, "/late_writes_refused")?,
+            n(go, "/violations")?,
+            n(go, "/lost_lease_exits")?,
+        );
+    }
     s += &format!(
         " {} of {} resources Ready, {} lost; {} audited requests, {} unparsable lines.\n",
         n(j, "/resources/ready")?,

@@ -20,9 +20,9 @@ use kube::Api;
 use testenv::AuditEvent;
 
 use super::fence::PROBE_PREFIX;
-use super::report::{AuditFigures, ClientGoFigures, Expected, FreezeRecord, LateWrite};
+use super::report::{AuditFigures, Expected, FreezeRecord, GoPeerFigures, LateWrite};
 use super::world::World;
-use super::{CURRENT_VERSION, Fault, Group, NEXT_VERSION, Report};
+use super::{CURRENT_VERSION, Fault, GoPeer, Group, NEXT_VERSION, Report};
 use crate::checker::{self, Lock, Readback, Settled, Violation, writer};
 
 /// Answers with which the apiserver refuses a write before validating admission runs, so before the
@@ -247,11 +247,29 @@ impl World<'_> {
                 delivered_late: p.delivered_late,
             })
             .collect();
+        let peers = self.config.go_peers();
         report.expected = Expected {
             fence: self.config.fence_after.is_some(),
-            client_go: self.config.client_go && self.config.fence_after.is_some(),
+            client_go: peers.contains(&GoPeer::ClientGo),
+            go_provider: peers.contains(&GoPeer::Provider),
         };
-        report.client_go = self.client_go_figures(&events, &judged, &report);
+        // An exit on a lost Lease is not a problem only if the process had a Lease to lose.
+        let nop_terms = checker::terms(&events, &Lock::lease(&self.ns, Group::Nop.lease()));
+        for r in self.history.iter().filter(|r| r.lost_lease_exit) {
+            if !nop_terms.iter().any(|t| t.holder == r.identity) {
+                self.problems.push(format!(
+                    "{} exited saying it lost the Lease, but held no term of it in the audit log; see {}",
+                    r.identity,
+                    r.log.display()
+                ));
+            }
+        }
+        for peer in GoPeer::ALL {
+            if let Some(figures) = self.go_figures(peer, &events, &judged, &report) {
+                report.go_peers.insert(peer, figures);
+            }
+        }
+        report.terms_by_implementation = self.terms_by_implementation(&events, from, until);
         for r in &self.history {
             let log = std::fs::read_to_string(&r.log).unwrap_or_default();
             if log.contains("panicked") {
@@ -263,19 +281,16 @@ impl World<'_> {
         Ok(report)
     }
 
-    /// client-go's candidate's terms, writes and late writes, if it took part.
-    fn client_go_figures(
+    /// A Go peer's processes, terms, writes and late writes, if it took part.
+    fn go_figures(
         &self,
+        peer: GoPeer,
         events: &[AuditEvent],
         judged: &[AuditEvent],
         report: &Report,
-    ) -> Option<ClientGoFigures> {
-        let ids: BTreeSet<&str> = self
-            .history
-            .iter()
-            .filter(|r| r.client_go)
-            .map(|r| r.identity.as_str())
-            .collect();
+    ) -> Option<GoPeerFigures> {
+        let records: Vec<_> = self.history.iter().filter(|r| r.go == Some(peer)).collect();
+        let ids: BTreeSet<&str> = records.iter().map(|r| r.identity.as_str()).collect();
         if ids.is_empty() {
             return None;
         }
@@ -285,17 +300,28 @@ impl World<'_> {
             .iter()
             .filter(|w| ids.contains(w.write.identity.as_str()))
             .collect();
-        Some(ClientGoFigures {
+        let work = match peer {
+            GoPeer::ClientGo => "configmaps",
+            GoPeer::Provider => "nopresources",
+        };
+        let writes = || {
+            judged
+                .iter()
+                .filter(|e| e.is_write() && e.resource != "leases" && ids.contains(writer(e)))
+        };
+        Some(GoPeerFigures {
             processes: ids.len(),
+            lost_lease_exits: records.iter().filter(|r| r.lost_lease_exit).count(),
             terms: checker::terms(events, &lock)
                 .iter()
                 .filter(|t| ids.contains(t.holder.as_str()))
                 .count(),
-            writes_checked: judged
-                .iter()
-                .filter(|e| e.is_write() && e.resource != "leases" && ids.contains(writer(e)))
+            writes_checked: writes().count(),
+            work_admitted: writes()
+                .filter(|e| e.resource == work && (200..300).contains(&e.code))
                 .count(),
             late_writes: late.len(),
+            late_writes_in_flight: late.iter().filter(|w| w.held).count(),
             late_writes_refused: late
                 .iter()
                 .filter(|w| w.write.code == 403 || REFUSED_BEFORE_ADMISSION.contains(&w.write.code))
@@ -307,6 +333,42 @@ impl World<'_> {
                 .filter(|v| ids.contains(v.identity.as_str()))
                 .count(),
         })
+    }
+
+    /// provider-nop's terms that began during the faults, by the implementation that acted in each: the
+    /// product (`name` of `name/version (identity)`) in the user agents of the holder's writes inside the
+    /// term, other than its Lease writes; `-` for a term in which it wrote nothing else. A term in which
+    /// two implementations wrote is a problem (one holder is one process).
+    fn terms_by_implementation(
+        &mut self,
+        events: &[AuditEvent],
+        from: Timestamp,
+        until: Timestamp,
+    ) -> std::collections::BTreeMap<String, usize> {
+        let lock = Lock::lease(&self.ns, Group::Nop.lease());
+        let mut by = std::collections::BTreeMap::new();
+        for t in checker::terms(events, &lock)
+            .iter()
+            .filter(|t| t.start >= from && t.start <= until)
+        {
+            let products: BTreeSet<&str> = events
+                .iter()
+                .filter(|e| e.is_write() && e.resource != "leases" && writer(e) == t.holder)
+                .filter(|e| t.covers(e.received, e.stage_time))
+                .filter_map(|e| e.user_agent.split('/').next())
+                .collect();
+            if products.len() > 1 {
+                self.problems.push(format!(
+                    "in one term of {} on provider-nop's Lease, {} implementations acted: {products:?}",
+                    t.holder,
+                    products.len()
+                ));
+            }
+            let key = products.into_iter().collect::<Vec<_>>().join("+");
+            *by.entry(if key.is_empty() { "-".to_owned() } else { key })
+                .or_insert(0) += 1;
+        }
+        by
     }
 
     /// Settles a late write whose answer did not tell by reading its object back now

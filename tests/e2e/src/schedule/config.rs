@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::Group;
+use super::{GoPeer, Group};
 
 /// The four builds the schedule runs.
 #[derive(Debug, Clone)]
@@ -80,6 +80,13 @@ pub struct Config {
     /// client-go checks nothing before a write, so it joins only under the fence (needs
     /// [`Config::fence_after`]).
     pub client_go: bool,
+    /// Add the Go provider (provider-nop-go: crossplane-runtime's managed reconciler, controller-runtime's
+    /// leader election at [`Config::timings`]) to provider-nop's pool while the server-side fence is in
+    /// force: it contends for the same Lease, reconciles the NopResources while it leads, and is hit by
+    /// the faults like any replica. It leaves before the run settles. controller-runtime checks nothing
+    /// before a write either, so it joins only under the fence (needs [`Config::fence_after`]). The
+    /// schedule builds it (cached with the other Go peers, `testenv::peers`).
+    pub go_provider: bool,
     /// Give up (a failure) if the faults take longer than this.
     pub time_limit: Duration,
     /// Lease timings.
@@ -104,14 +111,17 @@ pub enum Sabotage {
     NoFence,
     /// client-go's candidate never joins, although [`Config::client_go`] asks for it.
     NoClientGo,
+    /// The Go provider never joins, although [`Config::go_provider`] asks for it.
+    NoGoProvider,
 }
 
 impl Sabotage {
     /// Every sabotage, for `--sabotage`'s list.
-    pub const ALL: [Sabotage; 3] = [
+    pub const ALL: [Sabotage; 4] = [
         Sabotage::HoldDeliversNothing,
         Sabotage::NoFence,
         Sabotage::NoClientGo,
+        Sabotage::NoGoProvider,
     ];
 
     /// Its name on the command line.
@@ -120,6 +130,29 @@ impl Sabotage {
             Sabotage::HoldDeliversNothing => "hold-delivers-nothing",
             Sabotage::NoFence => "no-fence",
             Sabotage::NoClientGo => "no-client-go",
+            Sabotage::NoGoProvider => "no-go-provider",
         }
+    }
+
+    /// Whether it keeps `peer` out of the pool.
+    pub fn keeps_out(self, peer: GoPeer) -> bool {
+        matches!(
+            (self, peer),
+            (Sabotage::NoClientGo, GoPeer::ClientGo) | (Sabotage::NoGoProvider, GoPeer::Provider)
+        )
+    }
+}
+
+impl Config {
+    /// The Go peers the run asks for, in the order they join; none without the fence.
+    pub fn go_peers(&self) -> Vec<GoPeer> {
+        GoPeer::ALL
+            .into_iter()
+            .filter(|p| match p {
+                GoPeer::ClientGo => self.client_go,
+                GoPeer::Provider => self.go_provider,
+            })
+            .filter(|_| self.fence_after.is_some())
+            .collect()
     }
 }

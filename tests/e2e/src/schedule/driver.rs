@@ -56,15 +56,18 @@ impl World<'_> {
                 } else {
                     self.install_fence().await.context("installing the fence")?;
                 }
-                if self.config.sabotage == Some(Sabotage::NoClientGo) {
-                    self.say("sabotage: client-go's candidate does not join");
-                } else if self.config.client_go {
-                    self.join_client_go()
+                for peer in self.config.go_peers() {
+                    if self.config.sabotage.is_some_and(|s| s.keeps_out(peer)) {
+                        self.say(&format!("sabotage: {peer} does not join"));
+                        continue;
+                    }
+                    self.join_go(peer)
                         .await
-                        .context("adding client-go's candidate")?;
-                    // Its first fault, while it leads and writes: frozen beyond its lease, as a
-                    // frozen client-go leader is what only the fence can stop.
-                    self.run_fault("go", Fault::Stop, Some(Group::Nop)).await?;
+                        .with_context(|| format!("adding {peer}"))?;
+                    // Its first fault, while it leads and writes: frozen beyond its lease, as a frozen
+                    // Go leader is what only the fence can stop.
+                    self.run_fault(peer.version(), Fault::Stop, Some(Group::Nop))
+                        .await?;
                 }
             }
             let fault = Fault::ALL[step % Fault::ALL.len()];

@@ -153,12 +153,18 @@ impl World<'_> {
     }
 
     async fn clock_skew(&mut self, group: Group, leader: &str) -> anyhow::Result<String> {
+        // The skewed replica is one of ours (a Go peer would ignore libfaketime: see `replica::spawn`),
+        // the one after the leader's slot, counted among our three.
         let leader_slot = self.slot_of(leader).context("the leader's slot")?;
         let slot = self
             .slots
             .iter()
-            .position(|s| s.group == group && s.index == (self.slots[leader_slot].index + 1) % REPLICAS)
-            .context("a standby slot")?;
+            .position(|s| {
+                s.group == group
+                    && s.go.is_none()
+                    && s.index == (self.slots[leader_slot].index + 1) % REPLICAS
+            })
+            .context("a standby slot of ours")?;
         let offset = format!("{}{CLOCK_OFFSET}", if self.skew_forward { '+' } else { '-' });
         self.skew_forward = !self.skew_forward;
         self.terminate(slot, "SIGTERM (schedule: restart with a skewed clock)")
@@ -207,20 +213,23 @@ impl World<'_> {
 
     async fn rolling_update(&mut self, group: Group, leader: &str) -> anyhow::Result<String> {
         let leader_slot = self.slot_of(leader).context("the leader's slot")?;
-        if self.slots[leader_slot].client_go {
-            // Hand the Lease back to our replicas first: the update rolls our builds, not client-go.
-            self.terminate(leader_slot, "SIGTERM (schedule: rolling update, client-go leads)")
-                .await?;
+        if let Some(peer) = self.slots[leader_slot].go {
+            // Hand the Lease back to our replicas first: the update rolls our builds, not a Go peer's.
+            self.terminate(
+                leader_slot,
+                &format!("SIGTERM (schedule: rolling update, {peer} leads)"),
+            )
+            .await?;
             let next = self.wait_leader(group, Some(leader), TAKEOVER_TIMEOUT).await?;
             self.spawn(leader_slot, None).await?;
             return Box::pin(self.rolling_update(group, &next)).await;
         }
         let target = !self.slots[leader_slot].next;
         let version = if target { NEXT_VERSION } else { CURRENT_VERSION };
-        // client-go's candidate is not ours to update; it stays as it is while the others roll.
+        // A Go peer is not ours to update; it stays as it is while the others roll.
         let mut order: Vec<usize> = (0..self.slots.len())
             .filter(|&i| self.slots[i].group == group && i != leader_slot)
-            .filter(|&i| !self.slots[i].client_go && self.slots[i].replica.is_some())
+            .filter(|&i| self.slots[i].go.is_none() && self.slots[i].replica.is_some())
             .collect();
         order.push(leader_slot);
         let mut replaced = Vec::new();

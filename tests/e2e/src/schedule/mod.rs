@@ -57,15 +57,29 @@
 //! purpose (see [`Fault::Stop`]), and every late write of a frozen leader must be refused with 403 (or
 //! with 409/404, which the apiserver decides before admission). The report lists each with its answer.
 //!
+//! # Go peers in provider-nop's pool
+//!
+//! Once the fence is in force, [`GoPeer`]s join provider-nop's pool beside our three replicas, on the
+//! same Lease at the same timings: client-go's bare candidate ([`Config::client_go`]) and our
+//! NopResource provider in Go on crossplane-runtime and controller-runtime ([`Config::go_provider`]),
+//! which does the same NopResource work as ours while it leads. Each is handed the Lease once, frozen
+//! with writes in flight while it leads (its late writes must come back refused: neither checks its
+//! term before a write, so only the fence stops them), stays in the pool while the faults go on, and
+//! leaves before the run settles. Rolling updates roll our builds only; the clock-skew fault never
+//! skews a Go process (they are static, `CGO_ENABLED=0`, and read the clock through the vDSO, so
+//! libfaketime's `LD_PRELOAD` does not reach them). controller-runtime exits when it loses its Lease
+//! (`leader election lost`) where ours steps down: the schedule restarts such a process, as the kubelet
+//! would, and counts it in the peer's figures; any other exit is a problem.
+//!
 //! This module is test machinery: its errors are `anyhow` errors that end up in a test failure or in
 //! `cargo xtask chaos`'s exit code.
 
 mod check;
-mod client_go;
 mod config;
 mod driver;
 mod fault;
 mod fence;
+mod go_peer;
 mod group;
 mod inject;
 mod leadership;
@@ -84,9 +98,10 @@ use testenv::ControlPlane;
 
 pub use config::{Binaries, Config, Sabotage, Timings};
 pub use fault::Fault;
+pub use go_peer::GoPeer;
 pub use group::Group;
 pub use report::{
-    AuditFigures, Census, ClientGoFigures, Control, Expected, FaultRecord, FreezeRecord, LateWrite,
+    AuditFigures, Census, Control, Expected, FaultRecord, FreezeRecord, GoPeerFigures, LateWrite,
     ReplicaRecord, Report,
 };
 
@@ -115,7 +130,20 @@ pub async fn run(cp: &mut ControlPlane, config: &Config) -> anyhow::Result<Repor
     std::fs::create_dir_all(&config.log_dir)
         .with_context(|| format!("creating {}", config.log_dir.display()))?;
     let started = Instant::now();
-    let mut world = World::new(cp, config).await?;
+    let go_provider = if config.go_provider {
+        let built = tokio::task::spawn_blocking(|| {
+            testenv::peers::ensure_provider_nop(&testenv::cargo::target_dir(), |line| {
+                eprintln!("[faults] {line}");
+            })
+        })
+        .await
+        .context("building provider-nop-go")?
+        .context("building provider-nop-go (the Go provider of Config::go_provider)")?;
+        Some(built)
+    } else {
+        None
+    };
+    let mut world = World::new(cp, config, go_provider).await?;
     let result = world.run(started).await;
     world.stop_all();
     let mut report = result.with_context(|| {

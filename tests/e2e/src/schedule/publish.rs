@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 
 use serde_json::json;
 
-use super::report::LateWrite;
-use super::{Fault, Report};
+use super::report::{GoPeerFigures, LateWrite};
+use super::{Fault, GoPeer, Report};
 
 impl Report {
     /// Violations found with the fence off and with it on (by when the offending write arrived).
@@ -128,15 +128,9 @@ impl Report {
                 "replica_writes_cut_off": self.audit.cut_off_writes,
                 "leader_election_events_not_judged": self.audit.election_events,
             },
-            "client_go": self.client_go.as_ref().map(|g| json!({
-                "processes": g.processes,
-                "terms": g.terms,
-                "writes_checked": g.writes_checked,
-                "late_writes": g.late_writes,
-                "late_writes_refused": g.late_writes_refused,
-                "late_writes_settled": g.late_writes_settled,
-                "violations": g.violations,
-            })),
+            "client_go": self.go_peers.get(&GoPeer::ClientGo).map(go_json),
+            "go_provider": self.go_peers.get(&GoPeer::Provider).map(go_json),
+            "provider_nop_terms_by_implementation": self.terms_by_implementation,
             "problems": self.problems,
             "seconds": {
                 "setup": self.setup.as_secs(),
@@ -242,26 +236,59 @@ impl Report {
         for (k, v) in rows {
             let _ = writeln!(s, "| {k} | {v} |");
         }
-        if let Some(g) = &self.client_go {
+        for (peer, g) in &self.go_peers {
+            let (title, what) = match peer {
+                GoPeer::ClientGo => (
+                    "client-go's candidate in provider-nop's pool (fence on)",
+                    "client-go's leader election (`harness lease-candidate`, updating a ConfigMap every 100 ms \
+                     while it leads) joined provider-nop's three replicas on their Lease once the fence was in \
+                     force, and left before the run settled. client-go checks nothing before a write, so only \
+                     the fence stands between a frozen client-go leader and its late writes.",
+                ),
+                GoPeer::Provider => (
+                    "The Go provider in provider-nop's pool (fence on)",
+                    "Our NopResource provider in Go (`tests/peers/provider-nop-go`: crossplane-runtime's \
+                     managed reconciler, controller-runtime's leader election at the schedule's Lease \
+                     timings) joined provider-nop's three replicas on their Lease once the fence was in \
+                     force, reconciled the NopResources while it led, and left before the run settled. \
+                     controller-runtime checks nothing before a write, so only the fence stands between a \
+                     frozen Go leader and its late writes; where ours steps down on losing the Lease, it \
+                     exits, and the schedule restarted it as the kubelet would.",
+                ),
+            };
             let _ = writeln!(
                 s,
-                "\n## client-go's candidate in provider-nop's pool (fence on)\n\n\
-                 client-go's leader election (`harness lease-candidate`, updating a ConfigMap every 100 ms \
-                 while it leads) joined provider-nop's three replicas on their Lease once the fence was in \
-                 force, and left before the run settled. client-go checks nothing before a write, so only \
-                 the fence stands between a frozen client-go leader and its late writes.\n\n\
+                "\n## {title}\n\n{what}\n\n\
                  | Figure | Value |\n|---|---|\n\
-                 | Processes | {} |\n| Terms held | {} |\n| Writes checked | {} |\n\
-                 | Late writes / refused (403, 409, 404) / unanswered, proven to have taken no effect | {} / {} / {} |\n\
+                 | Processes (of which exited on losing the Lease, restarted) | {} ({}) |\n\
+                 | Terms held | {} |\n| Writes checked | {} |\n| Of which its work, admitted | {} |\n\
+                 | Late writes / in flight at its freeze / refused (403, 409, 404) / unanswered, proven to have \
+                 taken no effect | {} / {} / {} / {} |\n\
                  | Violations | {} |",
                 g.processes,
+                g.lost_lease_exits,
                 g.terms,
                 g.writes_checked,
+                g.work_admitted,
                 g.late_writes,
+                g.late_writes_in_flight,
                 g.late_writes_refused,
                 g.late_writes_settled,
                 g.violations
             );
+        }
+        if !self.terms_by_implementation.is_empty() {
+            let _ = writeln!(
+                s,
+                "\n## provider-nop's terms by the implementation that acted\n\n\
+                 Each term of provider-nop's Lease that began during the faults, by the product in the user \
+                 agent of its holder's writes inside it (`provider-nop`: ours; `provider-nop-go`: the Go \
+                 provider; `lease-candidate`: client-go's candidate; `-`: the holder wrote nothing but the \
+                 Lease).\n\n| Implementation | Terms |\n|---|---|"
+            );
+            for (k, n) in &self.terms_by_implementation {
+                let _ = writeln!(s, "| {k} | {n} |");
+            }
         }
         let _ = writeln!(
             s,
@@ -319,12 +346,29 @@ impl Report {
     }
 }
 
+/// A Go peer's figures, as JSON.
+fn go_json(g: &GoPeerFigures) -> serde_json::Value {
+    json!({
+        "processes": g.processes,
+        "lost_lease_exits": g.lost_lease_exits,
+        "terms": g.terms,
+        "writes_checked": g.writes_checked,
+        "work_admitted": g.work_admitted,
+        "late_writes": g.late_writes,
+        "late_writes_in_flight": g.late_writes_in_flight,
+        "late_writes_refused": g.late_writes_refused,
+        "late_writes_settled": g.late_writes_settled,
+        "violations": g.violations,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use jiff::Timestamp;
 
     use super::*;
     use crate::checker::Violation;
+    use crate::schedule::report::GoPeerFigures;
 
     fn late(at: &str, code: i32, fenced: bool) -> LateWrite {
         LateWrite {
@@ -370,5 +414,58 @@ mod tests {
         let md = report.to_markdown("how");
         assert!(md.contains("| Violations with the fence on | 1 |"), "{md}");
         assert!(md.contains("| Fence refusals (403) | 1 |"), "{md}");
+        assert!(json["go_provider"].is_null() && json["client_go"].is_null());
+        assert!(!md.contains("Go provider"), "{md}");
+    }
+
+    #[test]
+    fn go_peers_and_implementations_are_rendered() {
+        let provider = GoPeerFigures {
+            processes: 2,
+            lost_lease_exits: 1,
+            terms: 1,
+            writes_checked: 238,
+            work_admitted: 74,
+            late_writes: 163,
+            late_writes_in_flight: 1,
+            late_writes_refused: 163,
+            late_writes_settled: 0,
+            violations: 0,
+        };
+        let report = Report {
+            go_peers: [(GoPeer::Provider, provider)].into_iter().collect(),
+            terms_by_implementation: [("provider-nop".to_owned(), 14), ("provider-nop-go".to_owned(), 1)]
+                .into_iter()
+                .collect(),
+            ..Report::default()
+        };
+        let json = report.to_json();
+        assert_eq!(json["go_provider"]["late_writes_refused"], 163);
+        assert_eq!(json["go_provider"]["lost_lease_exits"], 1);
+        assert!(json["client_go"].is_null());
+        assert_eq!(json["provider_nop_terms_by_implementation"]["provider-nop-go"], 1);
+        let md = report.to_markdown("how");
+        assert!(
+            md.contains("## The Go provider in provider-nop's pool (fence on)"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| Processes (of which exited on losing the Lease, restarted) | 2 (1) |"),
+            "{md}"
+        );
+        assert!(md.contains("| provider-nop-go | 1 |"), "{md}");
+        assert!(
+            !md.contains("client-go's candidate in provider-nop's pool"),
+            "{md}"
+        );
+        let summary = report.summary();
+        assert!(
+            summary.contains("the Go provider (provider-nop-go), with the fence: 2 processes"),
+            "{summary}"
+        );
+        assert!(
+            summary.contains("provider-nop 14, provider-nop-go 1"),
+            "{summary}"
+        );
     }
 }

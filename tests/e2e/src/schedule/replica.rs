@@ -9,8 +9,9 @@ use anyhow::Context;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
+use super::go_peer::LOST_LEASE;
 use super::world::World;
-use super::{CURRENT_VERSION, Group, LIBFAKETIME, NEXT_VERSION, ReplicaRecord};
+use super::{CURRENT_VERSION, GoPeer, Group, LIBFAKETIME, NEXT_VERSION, ReplicaRecord};
 use crate::relay::Relay;
 
 /// How long a replica gets to exit after SIGTERM (its graceful-shutdown timeout is 10 s).
@@ -50,8 +51,8 @@ pub(super) struct Slot {
     pub(super) relay: Relay,
     pub(super) generation: usize,
     pub(super) next: bool,
-    /// Runs client-go's candidate rather than our binary (see [`Config::client_go`](super::Config)).
-    pub(super) client_go: bool,
+    /// Runs a Go peer rather than our binary (see [`GoPeer`]).
+    pub(super) go: Option<GoPeer>,
     pub(super) replica: Option<Replica>,
 }
 
@@ -94,8 +95,6 @@ fn ms(d: Duration) -> String {
     format!("{}ms", d.as_millis())
 }
 
-/// What client-go's candidate reports as its version in the schedule's records.
-pub(super) const CLIENT_GO_VERSION: &str = "client-go";
 /// The ConfigMap client-go's candidate updates while it leads.
 pub(super) const CLIENT_GO_WORK: &str = "client-go-work";
 
@@ -121,6 +120,75 @@ fn client_go_args(
         format!("--work-configmap={CLIENT_GO_WORK}"),
         "--work-period=100ms".into(),
     ]
+}
+
+/// provider-nop-go's arguments: leader election on its Lease (provider-nop's) in `ns` at the group's
+/// timings, released on SIGTERM as our replicas and client-go's candidate do; no metrics or probes; our
+/// replicas' poll and reconcile rate. Its identity comes from `POD_NAME`.
+fn go_provider_args(kubeconfig: &Path, ns: &str, t: super::Timings) -> Vec<String> {
+    vec![
+        format!("--kubeconfig={}", kubeconfig.display()),
+        "--leader-election".into(),
+        format!("--leader-election-namespace={ns}"),
+        "--leader-election-release-on-cancel".into(),
+        format!("--lease-duration={}", ms(t.lease)),
+        format!("--renew-deadline={}", ms(t.renew)),
+        format!("--retry-period={}", ms(t.retry)),
+        "--metrics-bind-address=0".into(),
+        "--health-probe-bind-address=0".into(),
+        "--poll=30s".into(),
+        "--max-reconcile-rate=50".into(),
+    ]
+}
+
+/// Our replicas' arguments.
+fn our_args(group: Group, kubeconfig: &Path, ns: &str, identity: &str, t: super::Timings) -> Vec<String> {
+    let mut args: Vec<String> = if group == Group::Core {
+        vec![
+            "core".into(),
+            "start".into(),
+            "--poll-interval".into(),
+            "30s".into(),
+        ]
+    } else {
+        vec![
+            "--poll".into(),
+            "30s".into(),
+            "--max-reconcile-rate".into(),
+            "50".into(),
+        ]
+    };
+    args.extend([
+        "--kubeconfig".into(),
+        kubeconfig.display().to_string(),
+        "--leader-election".into(),
+        "--leader-election-namespace".into(),
+        ns.into(),
+        "--leader-election-id".into(),
+        group.lease().into(),
+        "--leader-election-identity".into(),
+        identity.into(),
+        "--lease-duration".into(),
+        ms(t.lease),
+        "--renew-deadline".into(),
+        ms(t.renew),
+        "--retry-period".into(),
+        ms(t.retry),
+        "--graceful-shutdown-timeout".into(),
+        "10s".into(),
+        "--metrics-bind-address".into(),
+        "0".into(),
+        "--health-probe-bind-address".into(),
+        "0".into(),
+    ]);
+    args
+}
+
+/// Whether a Go provider's exit is controller-runtime's on a lost Lease: exit code 1, with its message
+/// in the log.
+fn lost_its_lease(status: ExitStatus, log: &Path) -> bool {
+    status.code() == Some(1)
+        && std::fs::read_to_string(log).is_ok_and(|text| text.lines().any(|l| l.trim() == LOST_LEASE))
 }
 
 impl World<'_> {
@@ -162,55 +230,24 @@ impl World<'_> {
         let s = &mut self.slots[slot];
         s.generation += 1;
         let t = config.timings;
-        let (binary, version) = if s.client_go {
-            (self.cp.cluster().harness.as_path(), CLIENT_GO_VERSION)
-        } else if s.next {
-            (config.binaries.get(s.group, true), NEXT_VERSION)
-        } else {
-            (config.binaries.get(s.group, false), CURRENT_VERSION)
+        let (binary, version) = match s.go {
+            Some(GoPeer::ClientGo) => (self.cp.cluster().harness.as_path(), GoPeer::ClientGo.version()),
+            Some(GoPeer::Provider) => (
+                self.go_provider
+                    .as_deref()
+                    .context("provider-nop-go was not built (Config::go_provider is off)")?,
+                GoPeer::Provider.version(),
+            ),
+            None if s.next => (config.binaries.get(s.group, true), NEXT_VERSION),
+            None => (config.binaries.get(s.group, false), CURRENT_VERSION),
         };
         let mut args: Vec<String> = Vec::new();
-        if s.client_go {
-            args.extend(client_go_args(&kubeconfig, &ns, s.group.lease(), &identity, t));
-        } else if s.group == Group::Core {
-            args.extend([
-                "core".into(),
-                "start".into(),
-                "--poll-interval".into(),
-                "30s".into(),
-            ]);
-        } else {
-            args.extend([
-                "--poll".into(),
-                "30s".into(),
-                "--max-reconcile-rate".into(),
-                "50".into(),
-            ]);
-        }
-        if !s.client_go {
-            args.extend([
-                "--kubeconfig".into(),
-                kubeconfig.display().to_string(),
-                "--leader-election".into(),
-                "--leader-election-namespace".into(),
-                ns,
-                "--leader-election-id".into(),
-                s.group.lease().into(),
-                "--leader-election-identity".into(),
-                identity.clone(),
-                "--lease-duration".into(),
-                ms(t.lease),
-                "--renew-deadline".into(),
-                ms(t.renew),
-                "--retry-period".into(),
-                ms(t.retry),
-                "--graceful-shutdown-timeout".into(),
-                "10s".into(),
-                "--metrics-bind-address".into(),
-                "0".into(),
-                "--health-probe-bind-address".into(),
-                "0".into(),
-            ]);
+        match s.go {
+            Some(GoPeer::ClientGo) => {
+                args.extend(client_go_args(&kubeconfig, &ns, s.group.lease(), &identity, t));
+            }
+            Some(GoPeer::Provider) => args.extend(go_provider_args(&kubeconfig, &ns, t)),
+            None => args.extend(our_args(s.group, &kubeconfig, &ns, &identity, t)),
         }
         let log = config.log_dir.join(format!("{identity}.log"));
         let out = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
@@ -227,7 +264,16 @@ impl World<'_> {
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err);
+        if s.go == Some(GoPeer::Provider) {
+            // Its identity, as the downward API gives a pod's name.
+            cmd.env("POD_NAME", &identity);
+        }
         if let Some(offset) = &clock {
+            anyhow::ensure!(
+                s.go.is_none(),
+                "a Go peer cannot run with a skewed clock: it is static and reads the clock through the \
+                 vDSO, so libfaketime does not reach it"
+            );
             cmd.env("LD_PRELOAD", LIBFAKETIME)
                 .env("FAKETIME", offset)
                 .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
@@ -239,13 +285,14 @@ impl World<'_> {
         self.history.push(ReplicaRecord {
             identity: identity.clone(),
             group: s.group,
-            client_go: s.client_go,
+            go: s.go,
             version,
             clock,
             pid: child.id(),
             log,
             ended_by: None,
             exit: None,
+            lost_lease_exit: false,
         });
         s.replica = Some(Replica {
             identity,
@@ -265,13 +312,21 @@ impl World<'_> {
             {
                 let rec = &mut self.history[r.record];
                 rec.exit = Some(exit_text(status));
-                self.problems.push(format!(
-                    "{} (pid {}) exited on its own with {}; last log lines:\n{}",
-                    rec.identity,
-                    rec.pid,
-                    exit_text(status),
-                    log_tail(&rec.log, 15)
-                ));
+                if s.go == Some(GoPeer::Provider) && lost_its_lease(status, &rec.log) {
+                    // controller-runtime's way: it exits when it loses its Lease, and its pod's kubelet
+                    // restarts it. Counted in its figures (its writes are judged like any other's).
+                    rec.ended_by =
+                        Some("exited on its own after losing its Lease (controller-runtime's way)".into());
+                    rec.lost_lease_exit = true;
+                } else {
+                    self.problems.push(format!(
+                        "{} (pid {}) exited on its own with {}; last log lines:\n{}",
+                        rec.identity,
+                        rec.pid,
+                        exit_text(status),
+                        log_tail(&rec.log, 15)
+                    ));
+                }
                 s.replica = None;
                 dead.push(i);
             }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use super::{Fault, Group, REPLICAS};
+use super::{Fault, GoPeer, Group, REPLICAS};
 
 use crate::checker::{Settled, Violation};
 
@@ -34,8 +34,8 @@ pub struct ReplicaRecord {
     pub identity: String,
     /// Its group.
     pub group: Group,
-    /// client-go's candidate rather than one of our builds.
-    pub client_go: bool,
+    /// A Go peer rather than one of our builds.
+    pub go: Option<GoPeer>,
     /// The version its build reports.
     pub version: &'static str,
     /// Its `FAKETIME` offset, if skewed.
@@ -48,6 +48,9 @@ pub struct ReplicaRecord {
     pub ended_by: Option<String>,
     /// Its exit status, once it exited.
     pub exit: Option<String>,
+    /// A Go provider that exited on its own on losing its Lease (controller-runtime's way), restarted by
+    /// the schedule as the kubelet would.
+    pub lost_lease_exit: bool,
 }
 
 /// A write its writer sent outside its own terms, and what the apiserver answered.
@@ -91,6 +94,18 @@ pub struct Expected {
     pub fence: bool,
     /// client-go's candidate was to join under the fence.
     pub client_go: bool,
+    /// The Go provider was to join under the fence.
+    pub go_provider: bool,
+}
+
+impl Expected {
+    /// Whether `peer` was to join.
+    pub fn go_peer(&self, peer: GoPeer) -> bool {
+        match peer {
+            GoPeer::ClientGo => self.client_go,
+            GoPeer::Provider => self.go_provider,
+        }
+    }
 }
 
 /// One check of the verdict: what it requires, the figure it judged, and whether it held.
@@ -120,17 +135,26 @@ pub struct AuditFigures {
     pub election_events: usize,
 }
 
-/// client-go's candidate's part of the run (see [`Config::client_go`](super::Config)).
+/// A Go peer's part of the run (see [`GoPeer`]).
 #[derive(Debug, Clone, Default)]
-pub struct ClientGoFigures {
+pub struct GoPeerFigures {
     /// Its processes (each start is a new candidate, as a new pod is).
     pub processes: usize,
+    /// Of those, how many exited on their own on losing the Lease (controller-runtime's way) and were
+    /// restarted, as the kubelet would.
+    pub lost_lease_exits: usize,
     /// provider-nop Lease terms it held during the faults.
     pub terms: usize,
     /// Its writes the checker judged against its terms (its work; not its Lease writes).
     pub writes_checked: usize,
+    /// Of those, its work admitted: writes to its ConfigMap (client-go's candidate) or to NopResources
+    /// (the Go provider) that the apiserver answered 2xx.
+    pub work_admitted: usize,
     /// Of its writes, those outside its terms, each refused or not.
     pub late_writes: usize,
+    /// Of those, how many it had in flight when it was frozen, delivered late by its relay (the others it
+    /// sent after SIGCONT, before it noticed the lost Lease).
+    pub late_writes_in_flight: usize,
     /// Of those, how many the apiserver refused (403 by the fence, or 409/404 before admission).
     pub late_writes_refused: usize,
     /// Of those, how many got an answer that did not tell (a 504 when the request's own deadline passed
@@ -199,8 +223,12 @@ pub struct Report {
     pub freezes: Vec<FreezeRecord>,
     /// What the run was configured to show.
     pub expected: Expected,
-    /// client-go's candidate's part, if it joined.
-    pub client_go: Option<ClientGoFigures>,
+    /// Each Go peer's part, if it joined.
+    pub go_peers: BTreeMap<GoPeer, GoPeerFigures>,
+    /// provider-nop's Lease terms during the faults by the implementation that acted in them (the product
+    /// in the user agent of the holder's writes inside the term, `provider-nop` for ours); terms in which
+    /// the holder wrote nothing but the Lease under `-`.
+    pub terms_by_implementation: BTreeMap<String, usize>,
     /// The versions in the user agents of each group's Lease writes.
     pub versions: BTreeMap<Group, BTreeSet<String>>,
     /// Stand-alone NopResources and XRs.
@@ -339,22 +367,33 @@ impl Report {
                 self.fence_refusals() > 0,
             );
         }
-        if self.expected.client_go {
-            let go = self.client_go.clone().unwrap_or_default();
-            check(
-                "client-go's candidate joined and led",
-                format!(
-                    "{} processes, {} terms, {} writes",
-                    go.processes, go.terms, go.writes_checked
+        for peer in GoPeer::ALL.into_iter().filter(|p| self.expected.go_peer(*p)) {
+            let go = self.go_peers.get(&peer).cloned().unwrap_or_default();
+            let (joined, late) = match peer {
+                GoPeer::ClientGo => (
+                    "client-go's candidate joined and led",
+                    "client-go's late writes as a frozen leader: some refused, none took effect",
                 ),
-                go.processes > 0 && go.terms > 0 && go.writes_checked > 0,
+                GoPeer::Provider => (
+                    "the Go provider joined, led and reconciled NopResources",
+                    "the Go provider's late writes as a frozen leader: some refused, none took effect",
+                ),
+            };
+            check(
+                joined,
+                format!(
+                    "{} processes ({} exited on losing the Lease, restarted), {} terms, {} writes, {} of its \
+                     work admitted",
+                    go.processes, go.lost_lease_exits, go.terms, go.writes_checked, go.work_admitted
+                ),
+                go.processes > 0 && go.terms > 0 && go.writes_checked > 0 && go.work_admitted > 0,
             );
             check(
-                "client-go's late writes as a frozen leader: some refused, none took effect",
+                late,
                 format!(
                     "{} late writes, {} refused, {} unanswered and proven by their object to have taken no \
-                     effect",
-                    go.late_writes, go.late_writes_refused, go.late_writes_settled
+                     effect, {} violations",
+                    go.late_writes, go.late_writes_refused, go.late_writes_settled, go.violations
                 ),
                 go.late_writes_refused > 0
                     && go.late_writes_refused + go.late_writes_settled == go.late_writes
@@ -418,7 +457,7 @@ impl Report {
                 .unwrap_or_default();
             let _ = writeln!(s, "  {g:<18} {n:>4} changes, versions seen {versions:?}");
         }
-        let ours = self.replicas.iter().filter(|r| !r.client_go).count();
+        let ours = self.replicas.iter().filter(|r| r.go.is_none()).count();
         let restarts = ours.saturating_sub(2 * REPLICAS);
         let skewed = self.replicas.iter().filter(|r| r.clock.is_some()).count();
         let _ = writeln!(
@@ -426,18 +465,34 @@ impl Report {
             "replicas: {} processes ({restarts} started by the schedule, {skewed} with a skewed clock)",
             self.replicas.len()
         );
-        if let Some(g) = &self.client_go {
+        for (peer, g) in &self.go_peers {
             let _ = writeln!(
                 s,
-                "client-go candidate (with the fence): {} processes, {} terms, {} writes checked, {} late \
-                 writes ({} refused, {} unanswered and settled: no effect), {} violations",
+                "{peer}, with the fence: {} processes ({} exited on losing the Lease, restarted), {} terms, {} \
+                 writes checked ({} of its work admitted), {} late writes ({} in flight at its freeze; {} \
+                 refused, {} unanswered and settled: no effect), {} violations",
                 g.processes,
+                g.lost_lease_exits,
                 g.terms,
                 g.writes_checked,
+                g.work_admitted,
                 g.late_writes,
+                g.late_writes_in_flight,
                 g.late_writes_refused,
                 g.late_writes_settled,
                 g.violations
+            );
+        }
+        if !self.terms_by_implementation.is_empty() {
+            let by: Vec<String> = self
+                .terms_by_implementation
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            let _ = writeln!(
+                s,
+                "provider-nop's terms during the faults by the implementation that acted: {}",
+                by.join(", ")
             );
         }
         let (off, on) = self.violations_by_mode();
@@ -567,6 +622,7 @@ mod tests {
 
     use jiff::Timestamp;
 
+    use super::super::Sabotage;
     use super::*;
 
     const MIN: usize = 4;
@@ -604,7 +660,8 @@ mod tests {
     }
 
     /// A run that showed everything: every fault kind, a fence-off freeze with writes in flight whose
-    /// late write got a 409, the fence installed and refusing with 403, client-go leading and refused.
+    /// late write got a 409, the fence installed and refusing with 403, client-go's candidate and the Go
+    /// provider leading, working and refused.
     fn complete() -> Report {
         let faults = Fault::ALL
             .iter()
@@ -624,25 +681,36 @@ mod tests {
             late_writes: vec![
                 late("2026-12-01T09:30:00Z", "nop-0-1", 409, false, true),
                 late("2026-12-01T10:30:00Z", "nop-0-2", 403, true, true),
-                late("2026-12-01T10:40:00Z", "go-3-1", 403, true, false),
+                late("2026-12-01T10:40:00Z", "nop-3-1", 403, true, false),
+                late("2026-12-01T10:45:00Z", "nop-4-1", 403, true, true),
             ],
             freezes: vec![
                 freeze(true, false, 3),
                 freeze(false, false, 0),
                 freeze(true, true, 2),
             ],
-            client_go: Some(ClientGoFigures {
-                processes: 1,
-                terms: 1,
-                writes_checked: 10,
-                late_writes: 1,
-                late_writes_refused: 1,
-                late_writes_settled: 0,
-                violations: 0,
-            }),
+            go_peers: GoPeer::ALL
+                .into_iter()
+                .map(|p| {
+                    let figures = GoPeerFigures {
+                        processes: 2,
+                        lost_lease_exits: 1,
+                        terms: 1,
+                        writes_checked: 10,
+                        work_admitted: 8,
+                        late_writes: 1,
+                        late_writes_in_flight: 1,
+                        late_writes_refused: 1,
+                        late_writes_settled: 0,
+                        violations: 0,
+                    };
+                    (p, figures)
+                })
+                .collect(),
             expected: Expected {
                 fence: true,
                 client_go: true,
+                go_provider: true,
             },
             ..Report::default()
         }
@@ -705,10 +773,10 @@ mod tests {
     #[test]
     fn client_go_absent_or_never_leading_fails() {
         let mut r = complete();
-        r.client_go = None;
+        r.go_peers.remove(&GoPeer::ClientGo);
         fails(&r, "client-go's candidate joined and led");
         let mut r = complete();
-        if let Some(g) = &mut r.client_go {
+        if let Some(g) = r.go_peers.get_mut(&GoPeer::ClientGo) {
             g.terms = 0;
         }
         fails(&r, "client-go's candidate joined and led");
@@ -717,7 +785,7 @@ mod tests {
     #[test]
     fn client_go_without_late_writes_fails() {
         let mut r = complete();
-        if let Some(g) = &mut r.client_go {
+        if let Some(g) = r.go_peers.get_mut(&GoPeer::ClientGo) {
             g.late_writes = 0;
             g.late_writes_refused = 0;
         }
@@ -728,33 +796,67 @@ mod tests {
     fn a_client_go_late_write_with_an_unknown_answer_passes_only_when_settled() {
         // A 504 the object proved to have taken no effect is counted, shown and not a violation.
         let mut r = complete();
-        let mut unanswered = late("2026-12-01T10:41:00Z", "go-3-1", 504, true, false);
+        let mut unanswered = late("2026-12-01T10:41:00Z", "nop-3-1", 504, true, false);
         unanswered.settled = Some(Settled {
             admitted_at: at("2026-12-01T10:39:00Z"),
             read_at: at("2026-12-01T10:50:00Z"),
         });
         assert!(!unanswered.may_have_taken_effect());
         r.late_writes.push(unanswered.clone());
-        if let Some(g) = &mut r.client_go {
+        if let Some(g) = r.go_peers.get_mut(&GoPeer::ClientGo) {
             g.late_writes = 2;
             g.late_writes_settled = 1;
         }
         assert!(r.passed(MIN), "{:?}", r.failures(MIN));
         assert_eq!(r.settled(), 1);
         // Unsettled, the same write is neither refused nor settled: the control fails.
-        if let Some(g) = &mut r.client_go {
+        if let Some(g) = r.go_peers.get_mut(&GoPeer::ClientGo) {
             g.late_writes_settled = 0;
         }
         fails(&r, "client-go's late writes as a frozen leader");
         // Settled but never refused by anyone: the fence was not shown refusing client-go.
         let mut r = complete();
-        if let Some(g) = &mut r.client_go {
+        if let Some(g) = r.go_peers.get_mut(&GoPeer::ClientGo) {
             g.late_writes_refused = 0;
             g.late_writes_settled = 1;
         }
         fails(&r, "client-go's late writes as a frozen leader");
         unanswered.settled = None;
         assert!(unanswered.may_have_taken_effect());
+    }
+
+    #[test]
+    fn the_go_provider_absent_idle_or_never_refused_fails() {
+        // Sabotage::NoGoProvider: it never joins, so it has no figures.
+        assert!(Sabotage::NoGoProvider.keeps_out(GoPeer::Provider));
+        assert!(!Sabotage::NoGoProvider.keeps_out(GoPeer::ClientGo));
+        let mut r = complete();
+        r.go_peers.remove(&GoPeer::Provider);
+        fails(&r, "the Go provider joined, led and reconciled NopResources");
+        fails(&r, "the Go provider's late writes as a frozen leader");
+        // It led, but none of its NopResource work was admitted.
+        let mut r = complete();
+        if let Some(g) = r.go_peers.get_mut(&GoPeer::Provider) {
+            g.work_admitted = 0;
+        }
+        fails(&r, "the Go provider joined, led and reconciled NopResources");
+        // A late write of it that may have taken effect.
+        let mut r = complete();
+        if let Some(g) = r.go_peers.get_mut(&GoPeer::Provider) {
+            g.late_writes = 2;
+            g.violations = 1;
+        }
+        fails(&r, "the Go provider's late writes as a frozen leader");
+        // Not expected (no fence, or not asked for): no control, and the run passes without it.
+        let mut r = complete();
+        r.go_peers.remove(&GoPeer::Provider);
+        r.expected.go_provider = false;
+        assert!(r.passed(MIN), "{:?}", r.failures(MIN));
+        assert!(
+            !r.verdict(MIN)
+                .iter()
+                .any(|c| c.name.starts_with("the Go provider"))
+        );
     }
 
     #[test]

@@ -20,8 +20,8 @@ impl World<'_> {
         ];
         testenv::support::install_crds(&self.client, &crds).await?;
         for i in 0..self.slots.len() {
-            // client-go's candidate joins later, with the fence (see `client_go`).
-            if !self.slots[i].client_go {
+            // The Go peers join later, with the fence (see `go_peer`).
+            if self.slots[i].go.is_none() {
                 self.spawn(i, None).await?;
             }
         }

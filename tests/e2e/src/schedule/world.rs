@@ -2,6 +2,7 @@
 //! the run's phases in order (setup, faults, settling, checking).
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -43,6 +44,8 @@ pub(super) struct World<'a> {
     /// The resources at the end of the run.
     pub(super) census: Census,
     pub(super) t0: Instant,
+    /// provider-nop-go's build, when [`Config::go_provider`](super::Config) asks for it.
+    pub(super) go_provider: Option<PathBuf>,
 }
 
 pub(super) fn dynamic(
@@ -78,7 +81,11 @@ async fn grant_service_accounts(client: &Client, ns: &str) -> anyhow::Result<()>
 }
 
 impl<'a> World<'a> {
-    pub(super) async fn new(cp: &'a mut ControlPlane, config: &'a Config) -> anyhow::Result<World<'a>> {
+    pub(super) async fn new(
+        cp: &'a mut ControlPlane,
+        config: &'a Config,
+        go_provider: Option<PathBuf>,
+    ) -> anyhow::Result<World<'a>> {
         let cluster = cp.cluster().clone();
         let client = cluster.client().await?;
         let upstream: SocketAddr = ([127, 0, 0, 1], cp.state().apiserver_port).into();
@@ -92,19 +99,19 @@ impl<'a> World<'a> {
                     relay,
                     generation: 0,
                     next: false,
-                    client_go: false,
+                    go: None,
                     replica: None,
                 });
             }
         }
-        if config.client_go {
+        for peer in config.go_peers() {
             slots.push(Slot {
                 group: Group::Nop,
-                index: REPLICAS,
+                index: peer.index(),
                 relay: Relay::start(upstream).await?,
                 generation: 0,
                 next: false,
-                client_go: true,
+                go: Some(peer),
                 replica: None,
             });
         }
@@ -132,6 +139,7 @@ impl<'a> World<'a> {
             fence_from: None,
             census: Census::default(),
             t0: Instant::now(),
+            go_provider,
         })
     }
 
@@ -176,7 +184,7 @@ impl<'a> World<'a> {
         let faults_from = Timestamp::now();
         let mut outcome = self.schedule(schedule_start, faults_from).await;
         if outcome.is_ok() {
-            outcome = self.retire_client_go().await;
+            outcome = self.retire_go().await;
         }
         churn.abort();
         let _ = churn.await;
