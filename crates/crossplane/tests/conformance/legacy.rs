@@ -91,6 +91,34 @@ async fn test_legacy_bind_to_existing_xr() -> anyhow::Result<()> {
     .await
 }
 
+/// What both field-removal scenarios set up first.
+struct Removals {
+    setup: Vec<Value>,
+    api_version: String,
+    claim: Value,
+    xr: Value,
+}
+
+/// Upstream's `PrerequisitesAreCreated` and `CreateClaim` of both field-removal scenarios: the XRD and
+/// Composition Established, the claim Available, and its XR carrying label `bar`.
+async fn create_removals(w: &World) -> anyhow::Result<Removals> {
+    let (setup, api_version) = removals_setup(w);
+    w.apply_all(&setup).await?;
+    w.has_condition(MIN, &setup[0], "Established", "True", "WatchingCompositeResource")
+        .await?;
+    let claim = removals_claim(w, &api_version, false);
+    w.apply_all(std::slice::from_ref(&claim)).await?;
+    w.has_condition(MIN, &claim, "Ready", "True", "Available").await?;
+    let xr = crate::xr_of_claim(w, &claim).await?;
+    w.has_field(MIN, &xr, "/metadata/labels/bar", &json!("2")).await?;
+    Ok(Removals {
+        setup,
+        api_version,
+        claim,
+        xr,
+    })
+}
+
 /// The prerequisites of the `legacy-propagate-field-removals` scenarios: an XRD offering claims with
 /// `coolField`, `numbers` and `parameters.tags`, and a Composition that composes nothing. Returns them
 /// and the API version of the XR and claim.
@@ -183,18 +211,7 @@ async fn fields_removal_propagated(w: &World, claim: &Value, xr: &Value) -> anyh
 async fn test_legacy_propagate_fields_removal_to_xr() -> anyhow::Result<()> {
     record("TestLegacyPropagateFieldsRemovalToXR", LEGACY, async {
         let w = World::start("legacy-removals").await?;
-        let (setup, api_version) = removals_setup(&w);
-        // PrerequisitesAreCreated.
-        w.apply_all(&setup).await?;
-        w.has_condition(MIN, &setup[0], "Established", "True", "WatchingCompositeResource")
-            .await?;
-
-        // CreateClaim.
-        let claim = removals_claim(&w, &api_version, false);
-        w.apply_all(std::slice::from_ref(&claim)).await?;
-        w.has_condition(MIN, &claim, "Ready", "True", "Available").await?;
-        let xr = crate::xr_of_claim(&w, &claim).await?;
-        w.has_field(MIN, &xr, "/metadata/labels/bar", &json!("2")).await?;
+        let Removals { setup, api_version, claim, xr } = create_removals(&w).await?;
 
         // UpdateClaim: the same field manager applies the claim without bar, test/bar, three and newtag.
         let updated = removals_claim(&w, &api_version, true);
@@ -282,18 +299,7 @@ async fn test_legacy_propagate_fields_removal_to_xr_after_upgrade() -> anyhow::R
     record("TestLegacyPropagateFieldsRemovalToXRAfterUpgrade", LEGACY, async {
         // DisableSSAClaims.
         let mut w = World::start_with("legacy-removals-upgrade", &["--enable-ssa-claims=false"]).await?;
-        let (setup, api_version) = removals_setup(&w);
-        // PrerequisitesAreCreated.
-        w.apply_all(&setup).await?;
-        w.has_condition(MIN, &setup[0], "Established", "True", "WatchingCompositeResource")
-            .await?;
-
-        // CreateClaim.
-        let claim = removals_claim(&w, &api_version, false);
-        w.apply_all(std::slice::from_ref(&claim)).await?;
-        w.has_condition(MIN, &claim, "Ready", "True", "Available").await?;
-        let xr = crate::xr_of_claim(&w, &claim).await?;
-        w.has_field(MIN, &xr, "/metadata/labels/bar", &json!("2")).await?;
+        let Removals { setup, api_version, claim, xr } = create_removals(&w).await?;
 
         // Beyond upstream: the XR was written client-side (positive control of the upgrade).
         let ssa_manager = "apiextensions.crossplane.io/claim";
