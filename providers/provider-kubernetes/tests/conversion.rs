@@ -342,9 +342,32 @@ async fn our_crd_applies_over_stored_v1alpha1() -> Result<()> {
     install_crds(&client, &[at_local_webhook(old, port, Some(&ca))?]).await?;
     let (name, manifest) = upstream_object(&ns, &config)?;
     let v1 = objects(&client, "v1alpha1");
-    v1.create(&PostParams::default(), &serde_json::from_value(manifest)?)
-        .await
-        .with_context(|| p.log_text())?;
+    // The CRD was Established before this apply too, so the apiserver may still serve the previous
+    // version's conversion webhook (the Service of deploy/) for a moment: retried until it serves the
+    // new one, and the retries are counted.
+    let object = serde_json::from_value(manifest)?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut stale = 0u32;
+    loop {
+        match v1.create(&PostParams::default(), &object).await {
+            Ok(_) => break,
+            Err(kube::Error::Api(e))
+                if e.message.contains("conversion webhook")
+                    && e.message.contains("not found")
+                    && std::time::Instant::now() < deadline =>
+            {
+                stale += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Err(e) => return Err(e).with_context(|| p.log_text()),
+        }
+    }
+    if stale > 0 {
+        eprintln!(
+            "the create was retried {stale} times while the apiserver still served the previous CRD's \
+             conversion webhook"
+        );
+    }
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let stored = crds
         .get(CRD)
