@@ -101,6 +101,20 @@ fn write_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
+/// Whether `v` is the zero value of its Go type once decoded (`null`, `false`, `0`, `""`, `[]` or
+/// `{}`): what Go's `omitempty` leaves out, and what mergo overwrites in a merge that keeps existing
+/// values.
+pub fn is_zero(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+    }
+}
+
 /// Turns integral floats that fit an `int64` (and are below 1e21) into integers,
 /// recursively, as upstream's JSON round trip of patched values does.
 pub fn normalize(v: Value) -> Value {

@@ -310,7 +310,17 @@ pub fn check_writes(
     lock: &Lock,
     is_controller_write: impl Fn(&AuditEvent) -> bool,
 ) -> Vec<Violation> {
-    let terms = terms(events, lock);
+    check_writes_in(&terms(events, lock), events, lock, is_controller_write)
+}
+
+/// [`check_writes`] against `terms` already built from `events` with [`terms`], for a caller that
+/// needs the terms too.
+pub fn check_writes_in(
+    terms: &[Term],
+    events: &[AuditEvent],
+    lock: &Lock,
+    is_controller_write: impl Fn(&AuditEvent) -> bool,
+) -> Vec<Violation> {
     events
         .iter()
         .filter(|e| e.is_write() && !lock.matches(e) && is_controller_write(e))

@@ -115,23 +115,12 @@ fn merge_entry(dst: &mut Map<String, Value>, key: String, src: Value, opts: Opti
             _ => return Err(Error::AppendToNonArray),
         },
         (existing, src) => {
-            if !opts.keep_existing || is_empty(existing) {
+            if !opts.keep_existing || crate::gojson::is_zero(existing) {
                 *existing = src;
             }
         }
     }
     Ok(())
-}
-
-fn is_empty(v: &Value) -> bool {
-    match v {
-        Value::Null => true,
-        Value::Bool(b) => !b,
-        Value::Number(n) => n.as_f64() == Some(0.0),
-        Value::String(s) => s.is_empty(),
-        Value::Array(a) => a.is_empty(),
-        Value::Object(o) => o.is_empty(),
-    }
 }
 
 #[cfg(test)]

@@ -108,20 +108,9 @@ pub fn merge_missing(dst: &mut Value, src: &Value) {
                 d.insert(k.clone(), v.clone());
             }
             Some(slot) if slot.is_object() && v.is_object() => merge_missing(slot, v),
-            Some(slot) if empty(slot) => *slot = v.clone(),
+            Some(slot) if composition::gojson::is_zero(slot) => *slot = v.clone(),
             Some(_) => {}
         }
-    }
-}
-
-fn empty(v: &Value) -> bool {
-    match v {
-        Value::Null => true,
-        Value::Bool(b) => !b,
-        Value::Number(n) => n.as_f64() == Some(0.0),
-        Value::String(s) => s.is_empty(),
-        Value::Array(a) => a.is_empty(),
-        Value::Object(m) => m.is_empty(),
     }
 }
 

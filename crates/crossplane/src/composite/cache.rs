@@ -61,6 +61,15 @@ impl<K> Cache<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
+    /// A cache over `store`, which reads that miss go past to the apiserver through `client`.
+    fn new(store: Store<K>, client: &kube::Client) -> Self {
+        Self {
+            store,
+            api: Api::all(client.clone()),
+            gave_up: AtomicBool::new(false),
+        }
+    }
+
     /// Whether the cache has synced, waiting up to [`SYNC_WAIT`] for it, once: after one wait in vain
     /// (its list keeps failing: the CRD is not installed, or RBAC forbids it), reads no longer wait but
     /// go to the apiserver until it has synced.
@@ -156,26 +165,10 @@ impl Caches {
         let (function_revisions, w_function_revisions) = reflector::store::<FunctionRevision>();
         let revision_subscribers: Subscribers = Arc::default();
         let caches = Arc::new(Self {
-            compositions: Cache {
-                store: compositions,
-                api: Api::all(client.clone()),
-                gave_up: AtomicBool::new(false),
-            },
-            revisions: Cache {
-                store: revisions,
-                api: Api::all(client.clone()),
-                gave_up: AtomicBool::new(false),
-            },
-            functions: Cache {
-                store: functions,
-                api: Api::all(client.clone()),
-                gave_up: AtomicBool::new(false),
-            },
-            function_revisions: Cache {
-                store: function_revisions,
-                api: Api::all(client.clone()),
-                gave_up: AtomicBool::new(false),
-            },
+            compositions: Cache::new(compositions, &client),
+            revisions: Cache::new(revisions, &client),
+            functions: Cache::new(functions, &client),
+            function_revisions: Cache::new(function_revisions, &client),
             revision_subscribers: revision_subscribers.clone(),
         });
         term.spawn_child("composite/caches", move |ctx: TermContext| async move {

@@ -115,7 +115,7 @@ impl World<'_> {
             }
             report.violations.extend(checker::check_lock(&events, &lock));
             let lock_terms = checker::terms(&judged, &lock);
-            for v in checker::check_writes(&judged, &lock, controller_write) {
+            for v in checker::check_writes_in(&lock_terms, &judged, &lock, controller_write) {
                 let event = judged
                     .iter()
                     .find(|e| e.received == v.time && writer(e) == v.identity);
