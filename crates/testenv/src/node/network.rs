@@ -43,6 +43,14 @@ impl NodeNetwork {
                 self.bridge, self.bridge
             )));
         }
+        let stale = remove_stale_rules(&self.bridge)?;
+        if stale > 0 {
+            eprintln!(
+                "[node] removed {stale} iptables rule(s) for bridge {} that a test bed killed before it \
+                 could clean up left behind",
+                self.bridge
+            );
+        }
         ip(&["link", "add", &self.bridge, "type", "bridge"])?;
         self.created = true;
         ip(&[
@@ -62,6 +70,44 @@ impl NodeNetwork {
         }
         Ok(())
     }
+}
+
+/// Removes the test bed's rules for `bridge` from the nat table's PREROUTING chain, and returns how
+/// many there were. Called only when the bridge does not exist, so no running test bed owns them: they
+/// were left by one that was killed, and would send the Pods of this one to its dead apiserver.
+fn remove_stale_rules(bridge: &str) -> Result<usize> {
+    let out = Command::new("iptables")
+        .args(["-w", "-t", "nat", "-S", "PREROUTING"])
+        .output()
+        .map_err(Error::io(
+            "running a network tool (iproute2, iptables)",
+            "iptables",
+        ))?;
+    if !out.status.success() {
+        return Err(Error::Unexpected(format!(
+            "`iptables -t nat -S PREROUTING` failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    let listing = String::from_utf8_lossy(&out.stdout);
+    let stale = stale_rules(&listing, bridge);
+    for rule in &stale {
+        let mut args = vec!["-w", "-t", "nat", "-D"];
+        args.extend(rule.iter().map(String::as_str));
+        run("iptables", &args)?;
+    }
+    Ok(stale.len())
+}
+
+/// The rules of `iptables -S` output `listing` that the test bed installed for `bridge`, as the
+/// arguments that follow `-A`.
+fn stale_rules(listing: &str, bridge: &str) -> Vec<Vec<String>> {
+    listing
+        .lines()
+        .filter(|l| l.contains("crossplane-rs test bed"))
+        .filter_map(|l| shlex::split(l.strip_prefix("-A ")?))
+        .filter(|words| words.windows(2).any(|w| w[0] == "-i" && w[1] == bridge))
+        .collect()
 }
 
 /// Runs `ip` with `args`.
@@ -149,5 +195,28 @@ impl Rule {
 impl Drop for Rule {
     fn drop(&mut self) {
         let _ = self.remove();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_this_bridges_test_bed_rules_are_stale() {
+        let listing = "-P PREROUTING ACCEPT\n\
+            -A PREROUTING -d 10.0.0.1/32 -i cxrse555 -p tcp -m tcp --dport 443 -m comment --comment \"crossplane-rs test bed\" -j DNAT --to-destination 10.244.109.1:42983\n\
+            -A PREROUTING -d 10.0.0.1/32 -i cxrs0001 -p tcp -m tcp --dport 443 -m comment --comment \"crossplane-rs test bed\" -j DNAT --to-destination 10.244.3.1:1\n\
+            -A PREROUTING -i cxrse555 -j ACCEPT\n";
+        let stale = stale_rules(listing, "cxrse555");
+        assert_eq!(stale.len(), 1);
+        assert_eq!(stale[0][0], "PREROUTING");
+        assert!(
+            stale[0].contains(&"crossplane-rs test bed".to_string()),
+            "{:?}",
+            stale[0]
+        );
+        assert_eq!(stale[0].last().map(String::as_str), Some("10.244.109.1:42983"));
+        assert!(stale_rules(listing, "cxrs9999").is_empty());
     }
 }

@@ -123,6 +123,27 @@ pub struct Split {
     /// The whole handover on the apiserver's clock: the delete request received to the next holder's
     /// acquiring write answered (when its term begins, as the checker counts it), in ms.
     pub handover_ms: Option<f64>,
+    /// The handover's five phases, in ms, when the log has all three writes: the apiserver's time on
+    /// the delete, the old leader's (the delete answered to its release received: the watch of its
+    /// Pod, its stop, its request), the apiserver's time on the release, the next holder's (the release
+    /// answered to its acquiring write received: the watch of the Lease, its request), and the
+    /// apiserver's time on the acquiring write.
+    pub phases: Option<Phases>,
+}
+
+/// A handover in five phases, alternating between the apiserver and the replicas (ms each).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Phases {
+    /// The delete request received to answered.
+    pub delete: f64,
+    /// The delete answered to the release received: the old leader's part.
+    pub leader: f64,
+    /// The release received to answered.
+    pub release: f64,
+    /// The release answered to the acquiring write received: the next holder's part.
+    pub standby: f64,
+    /// The acquiring write received to answered.
+    pub acquire: f64,
 }
 
 fn ms_between(a: Timestamp, b: Timestamp) -> f64 {
@@ -158,7 +179,15 @@ pub fn split(events: &[AuditEvent], namespace: &str, lease: &str, d: &Deletion) 
         .iter()
         .filter(lease_write)
         .find(|e| e.lock_holder().as_deref() == Some(d.new_holder.as_str()));
+    let phases = release.zip(taken).map(|(r, t)| Phases {
+        delete: ms_between(delete.received, delete.stage_time),
+        leader: ms_between(delete.stage_time, r.received),
+        release: ms_between(r.received, r.stage_time),
+        standby: ms_between(r.stage_time, t.received),
+        acquire: ms_between(t.received, t.stage_time),
+    });
     Split {
+        phases,
         handover_ms: taken.map(|a| ms_between(delete.received, a.stage_time)),
         to_release_ms: release.map(|r| ms_between(delete.received, r.received)),
         release_to_taken_ms: release
@@ -221,8 +250,15 @@ mod tests {
         assert_eq!(s.release_to_taken_ms.map(f64::round), Some(50.0));
         // The whole handover ends when the acquiring write was answered (here as it was received).
         assert_eq!(s.handover_ms.map(f64::round), Some(450.0));
+        // In phases: here every write is answered as it arrives, so the apiserver's phases are 0.
+        let p = s.phases.expect("all three writes are in the log");
+        assert_eq!(
+            [p.delete, p.leader, p.release, p.standby, p.acquire].map(f64::round),
+            [0.0, 400.0, 0.0, 50.0, 0.0]
+        );
         // Without the new holder's write in the log, the handover is not timed.
         let s = split(&events[..3], "ns", "l", &d);
         assert_eq!(s.handover_ms, None);
+        assert_eq!(s.phases, None);
     }
 }

@@ -196,6 +196,7 @@ async fn measure(
         deletions,
     )
     .await?;
+    print_splits(&cluster, &lease, &ours)?;
 
     // client-go's candidate under the same conditions, its leader's Pod deleted as often.
     candidate::apply(cluster.kubeconfig(), dir)?;
@@ -294,6 +295,28 @@ async fn measure(
         "the fence refused {refused} requests, {} of them the frozen leader's late writes",
         faults.expected_refusals
     );
+    Ok(())
+}
+
+/// Prints each of our deletions split at the release, as soon as they are done.
+fn print_splits(cluster: &testenv::Cluster, lease: &str, ours: &[handover::Deletion]) -> anyhow::Result<()> {
+    let events = cluster.audit().read()?.events;
+    for d in ours {
+        let s = handover::split(&events, NAMESPACE, lease, d);
+        let ms = |v: Option<f64>| v.map_or_else(|| "?".to_owned(), |v| format!("{v:.0}"));
+        let phases = s.phases.map_or_else(String::new, |p| {
+            format!(
+                " (apiserver {:.0} + leader {:.0} + apiserver {:.0} + next holder {:.0} + apiserver {:.0})",
+                p.delete, p.leader, p.release, p.standby, p.acquire
+            )
+        });
+        eprintln!(
+            "[node] {}: handover {} ms{phases}; stop of leader work {} ms",
+            d.pod,
+            ms(s.handover_ms),
+            ms(d.stop_ms)
+        );
+    }
     Ok(())
 }
 

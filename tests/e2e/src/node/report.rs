@@ -255,6 +255,7 @@ fn handover_tables(
         )?;
     }
     writeln!(md)?;
+    phases_table(md, our_splits, their_splits)?;
     // Where the spread lies: before the release (the kubelet and the shutdown) or after it (the
     // election).
     let parts = |splits: &[Split]| {
@@ -316,10 +317,17 @@ fn handover_tables(
         at(a.1).total_cmp(&at(b.1))
     }) {
         let part = |x: Option<f64>| x.map(|v| format!("{v:.0} ms")).unwrap_or_else(|| "?".into());
+        let phases = s.phases.map_or_else(String::new, |p| {
+            format!(
+                " In phases: the apiserver on the delete {:.0} ms, the old leader {:.0} ms, the apiserver on \
+                 the release {:.0} ms, the next holder {:.0} ms, the apiserver on the acquiring write {:.0} ms.",
+                p.delete, p.leader, p.release, p.standby, p.acquire
+            )
+        });
         writeln!(
             md,
             "Our slowest handover ({} on the apiserver's clock, {:.0} ms seen by the bench; {} deleted): {} \
-             from the delete to the release, {} from the release to the next holder ({}).",
+             from the delete to the release, {} from the release to the next holder ({}).{phases}",
             part(s.handover_ms),
             d.ms,
             d.pod,
@@ -333,5 +341,45 @@ fn handover_tables(
         )?;
         writeln!(md)?;
     }
+    Ok(())
+}
+
+/// Each handover in its five phases, alternating between the apiserver and the replicas.
+fn phases_table(md: &mut String, our_splits: &[Split], their_splits: &[Split]) -> anyhow::Result<()> {
+    writeln!(
+        md,
+        "The same handovers in five phases, alternating between the apiserver (its own time on each of the \
+         three writes, from the request's arrival to its answer, by its audit log) and the replicas (from \
+         one write's answer to the next write's arrival: the watch that carries the news, the process \
+         waking up, its request). The apiserver's phases are the same work for every elector: a delete and \
+         two Lease updates."
+    )?;
+    writeln!(md)?;
+    writeln!(
+        md,
+        "| Elector | delete (apiserver) | old leader | release (apiserver) | next holder | acquiring write (apiserver) | the apiserver's three writes | the replicas' two parts |"
+    )?;
+    writeln!(md, "|---|---:|---:|---:|---:|---:|---:|---:|")?;
+    for (name, splits) in [("ours", our_splits), ("client-go", their_splits)] {
+        let phases: Vec<handover::Phases> = splits.iter().filter_map(|s| s.phases).collect();
+        let cell = |f: &dyn Fn(&handover::Phases) -> f64| {
+            let (p50, p99, _) = handover::summary(&phases.iter().map(f).collect::<Vec<f64>>());
+            format!("{p50:.0} / {p99:.0}")
+        };
+        writeln!(
+            md,
+            "| {name} (p50 / p99 ms, {} of {}) | {} | {} | {} | {} | {} | {} | {} |",
+            phases.len(),
+            splits.len(),
+            cell(&|p| p.delete),
+            cell(&|p| p.leader),
+            cell(&|p| p.release),
+            cell(&|p| p.standby),
+            cell(&|p| p.acquire),
+            cell(&|p| p.delete + p.release + p.acquire),
+            cell(&|p| p.leader + p.standby),
+        )?;
+    }
+    writeln!(md)?;
     Ok(())
 }
