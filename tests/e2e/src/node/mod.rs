@@ -1,7 +1,8 @@
 //! `cargo xtask node-bench`: the figures of deploy/ on a real node, written to docs/node.md.
 //!
-//! It builds the images (debug builds, as the node test does) and the pause image, starts a test bed
-//! with a node (`testenv::NodeTestBed`), imports the images, applies deploy/ and deploy/fencing/
+//! It builds the images (release builds, what users run, as `bench --scale` measures) and the pause
+//! image, starts a test bed with a node (`testenv::NodeTestBed`), imports the images, applies deploy/
+//! and deploy/fencing/
 //! through an overlay that only names the imported images, and waits for 2 Ready Pods per Deployment.
 //! Then it deletes the provider-nop leader's Pod `--deletions` times (each time once the Deployment is
 //! back to 2 Ready Pods) and measures how long the Lease takes to reach the other Pod; then does the same
@@ -77,7 +78,9 @@ pub fn run(deletions: usize) -> anyhow::Result<i32> {
     let provenance = release::provenance::for_artifact("node.json", &command)?;
     let out = target_dir().join("images").join("node");
     let options = image::Options {
-        debug: true,
+        // Release builds: the figures are latencies of our processes on 2 shared cores, which a debug
+        // build's slower code would inflate (the node test packs debug builds; it times nothing).
+        debug: false,
         out: Some(out.clone()),
         compression: Some(1),
         pause: true,

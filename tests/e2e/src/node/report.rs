@@ -53,8 +53,8 @@ pub(super) fn document(run: &Run<'_>) -> anyhow::Result<String> {
     writeln!(md)?;
     writeln!(
         md,
-        "Written by `cargo xtask node-bench --deletions {deletions}` on {} ({} CPUs). Debug builds of the \
-         images, imported into the node's containerd; kubelet and kube-scheduler {} from the harness. {}",
+        "Written by `cargo xtask node-bench --deletions {deletions}` on {} ({} CPUs). Release builds of the \
+         images (what users run), imported into the node's containerd; kubelet and kube-scheduler {} from the harness. {}",
         jiff::Timestamp::now().strftime("%Y-%m-%d %H:%M UTC"),
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
         testenv::KUBERNETES_VERSION,
