@@ -76,20 +76,7 @@ impl NodeNetwork {
 /// many there were. Called only when the bridge does not exist, so no running test bed owns them: they
 /// were left by one that was killed, and would send the Pods of this one to its dead apiserver.
 fn remove_stale_rules(bridge: &str) -> Result<usize> {
-    let out = Command::new("iptables")
-        .args(["-w", "-t", "nat", "-S", "PREROUTING"])
-        .output()
-        .map_err(Error::io(
-            "running a network tool (iproute2, iptables)",
-            "iptables",
-        ))?;
-    if !out.status.success() {
-        return Err(Error::Unexpected(format!(
-            "`iptables -t nat -S PREROUTING` failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    let listing = String::from_utf8_lossy(&out.stdout);
+    let listing = output("iptables", &["-w", "-t", "nat", "-S", "PREROUTING"])?;
     let stale = stale_rules(&listing, bridge);
     for rule in &stale {
         let mut args = vec!["-w", "-t", "nat", "-D"];
@@ -116,6 +103,11 @@ pub(super) fn ip(args: &[&str]) -> Result<()> {
 }
 
 pub(super) fn run(program: &str, args: &[&str]) -> Result<()> {
+    output(program, args).map(drop)
+}
+
+/// Runs `program` with `args` and returns what it wrote to stdout.
+fn output(program: &str, args: &[&str]) -> Result<String> {
     let out = Command::new(program)
         .args(args)
         .output()
@@ -127,7 +119,7 @@ pub(super) fn run(program: &str, args: &[&str]) -> Result<()> {
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
-    Ok(())
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// An iptables rule of the test bed, removed again by [`Rule::remove`] (or when dropped).

@@ -2,8 +2,8 @@
 //!
 //! It builds the images (release builds, what users run, as `bench --scale` measures) and the pause
 //! image, starts a test bed with a node (`testenv::NodeTestBed`), imports the images, applies deploy/
-//! and deploy/fencing/
-//! through an overlay that only names the imported images, and waits for 2 Ready Pods per Deployment.
+//! and deploy/fencing/ through an overlay that only names the imported images, and waits for 2 Ready
+//! Pods per Deployment.
 //! Then it deletes the provider-nop leader's Pod `--deletions` times (each time once the Deployment is
 //! back to 2 Ready Pods) and measures how long the Lease takes to reach the other Pod; then does the same
 //! to a Deployment of client-go's lease candidate under the same conditions ([`candidate`]), splits each
@@ -199,7 +199,15 @@ async fn measure(
         deletions,
     )
     .await?;
-    print_splits(&cluster, &lease, &ours)?;
+    // Split now (the audit log has every deletion's writes: the last handover ended seconds ago, once
+    // the Deployment was back to 2 Ready Pods) and shown as soon as they are done.
+    let our_splits: Vec<Split> = {
+        let events = cluster.audit().read()?.events;
+        ours.iter()
+            .map(|d| handover::split(&events, NAMESPACE, &lease, d))
+            .collect()
+    };
+    print_splits(&ours, &our_splits);
 
     // client-go's candidate under the same conditions, its leader's Pod deleted as often.
     candidate::apply(cluster.kubeconfig(), dir)?;
@@ -259,10 +267,6 @@ async fn measure(
         .iter()
         .filter(|e| e.user.starts_with(&prefix) && e.code == 403)
         .count();
-    let our_splits: Vec<Split> = ours
-        .iter()
-        .map(|d| handover::split(&events, NAMESPACE, &lease, d))
-        .collect();
     let their_splits: Vec<Split> = theirs
         .iter()
         .map(|d| handover::split(&events, candidate::NAMESPACE, candidate::APP, d))
@@ -301,11 +305,9 @@ async fn measure(
     Ok(())
 }
 
-/// Prints each of our deletions split at the release, as soon as they are done.
-fn print_splits(cluster: &testenv::Cluster, lease: &str, ours: &[handover::Deletion]) -> anyhow::Result<()> {
-    let events = cluster.audit().read()?.events;
-    for d in ours {
-        let s = handover::split(&events, NAMESPACE, lease, d);
+/// Prints each of our deletions with its split.
+fn print_splits(ours: &[handover::Deletion], splits: &[Split]) {
+    for (d, s) in ours.iter().zip(splits) {
         let ms = |v: Option<f64>| v.map_or_else(|| "?".to_owned(), |v| format!("{v:.0}"));
         let phases = s.phases.map_or_else(String::new, |p| {
             format!(
@@ -320,7 +322,6 @@ fn print_splits(cluster: &testenv::Cluster, lease: &str, ours: &[handover::Delet
             ms(d.stop_ms)
         );
     }
-    Ok(())
 }
 
 async fn provider_nop_pods(client: &kube::Client) -> anyhow::Result<Vec<Pod>> {

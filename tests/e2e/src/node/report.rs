@@ -242,32 +242,27 @@ fn handover_tables(
         "| Elector | delete → release p50 / p99 (ms) | release → next holder p50 / p99 (ms) | split |"
     )?;
     writeln!(md, "|---|---:|---:|---:|")?;
-    for (name, splits) in [("ours", our_splits), ("client-go", their_splits)] {
-        let before: Vec<f64> = splits.iter().filter_map(|s| s.to_release_ms).collect();
-        let after: Vec<f64> = splits.iter().filter_map(|s| s.release_to_taken_ms).collect();
-        let (b50, b99, _) = handover::summary(&before);
-        let (a50, a99, _) = handover::summary(&after);
+    let (our_parts, their_parts) = (Parts::of(our_splits), Parts::of(their_splits));
+    for (name, splits, p) in [
+        ("ours", our_splits, &our_parts),
+        ("client-go", their_splits, &their_parts),
+    ] {
+        let ((b50, b99, _), (a50, a99, _)) = (p.before, p.after);
         writeln!(
             md,
             "| {name} | {b50:.0} / {b99:.0} | {a50:.0} / {a99:.0} | {} of {} |",
-            after.len(),
+            p.split,
             splits.len()
         )?;
     }
     writeln!(md)?;
-    phases_table(md, our_splits, their_splits)?;
+    phases_table(md, our_splits, their_splits, &our_parts, &their_parts)?;
     // Where the spread lies: before the release (the kubelet and the shutdown) or after it (the
     // election).
-    let parts = |splits: &[Split]| {
-        let before: Vec<f64> = splits.iter().filter_map(|s| s.to_release_ms).collect();
-        let after: Vec<f64> = splits.iter().filter_map(|s| s.release_to_taken_ms).collect();
-        (handover::summary(&before), handover::summary(&after))
-    };
-    let ((tb50, _, _), (ta50, ta99, _)) = parts(their_splits);
-    let ((ob50, ob99, _), (oa50, oa99, _)) = (parts(our_splits).0, parts(our_splits).1);
+    let ((tb50, tb99, _), (ta50, ta99, _)) = (their_parts.before, their_parts.after);
+    let ((ob50, ob99, _), (oa50, oa99, _)) = (our_parts.before, our_parts.after);
     let stops: Vec<f64> = ours.iter().filter_map(|d| d.stop_ms).collect();
     let (s50, s99, _) = handover::summary(&stops);
-    let ((_, tb99, _), _) = parts(their_splits);
     writeln!(
         md,
         "{} Before the release, our replica's own work, stopping its leader work (the controller, awaiting \
@@ -344,8 +339,39 @@ fn handover_tables(
     Ok(())
 }
 
+/// The handovers of one elector split at the release: each part's p50, p99 and max (ms).
+struct Parts {
+    /// The delete to the release.
+    before: (f64, f64, f64),
+    /// The release to the next holder's write.
+    after: (f64, f64, f64),
+    /// The delete to the next holder's write.
+    to_taken: (f64, f64, f64),
+    /// How many handovers had both parts.
+    split: usize,
+}
+
+impl Parts {
+    fn of(splits: &[Split]) -> Self {
+        let series = |f: &dyn Fn(&Split) -> Option<f64>| splits.iter().filter_map(f).collect::<Vec<f64>>();
+        let after = series(&|s| s.release_to_taken_ms);
+        Self {
+            before: handover::summary(&series(&|s| s.to_release_ms)),
+            after: handover::summary(&after),
+            to_taken: handover::summary(&series(&|s| Some(s.to_release_ms? + s.release_to_taken_ms?))),
+            split: after.len(),
+        }
+    }
+}
+
 /// Each handover in its five phases, alternating between the apiserver and the replicas.
-fn phases_table(md: &mut String, our_splits: &[Split], their_splits: &[Split]) -> anyhow::Result<()> {
+fn phases_table(
+    md: &mut String,
+    our_splits: &[Split],
+    their_splits: &[Split],
+    our_parts: &Parts,
+    their_parts: &Parts,
+) -> anyhow::Result<()> {
     writeln!(
         md,
         "The same handovers in five phases, alternating between the apiserver (its own time on each of the \
@@ -382,15 +408,8 @@ fn phases_table(md: &mut String, our_splits: &[Split], their_splits: &[Split]) -
     }
     writeln!(md)?;
     // When each elector's two Lease writes arrive, counted from the delete's arrival (p50).
-    let arrivals = |splits: &[Split]| {
-        let release: Vec<f64> = splits.iter().filter_map(|s| s.to_release_ms).collect();
-        let acquire: Vec<f64> = splits
-            .iter()
-            .filter_map(|s| Some(s.to_release_ms? + s.release_to_taken_ms?))
-            .collect();
-        (handover::summary(&release).0, handover::summary(&acquire).0)
-    };
-    let ((or, oa), (tr, ta)) = (arrivals(our_splits), arrivals(their_splits));
+    let (or, oa) = (our_parts.before.0, our_parts.to_taken.0);
+    let (tr, ta) = (their_parts.before.0, their_parts.to_taken.0);
     writeln!(
         md,
         "The apiserver's time on the same Lease write depends on when it arrives. Ours arrive {or:.0} ms \
