@@ -545,10 +545,27 @@ async fn deletion_drops_dependants_first_and_orphan_keeps() -> Result<()> {
         .get(0);
     ensure!(member_of == 1);
 
-    // PostgreSQL refuses DROP ROLE while privileges or objects depend on the role, so deleting a Role
-    // together with its dependants ends with the dependants gone first: the failed drop is retried with
-    // backoff. First the grantee and its Grants, then the owner and its Database.
+    // PostgreSQL refuses DROP ROLE while privileges or objects depend on the role (SQLSTATE 2BP01). A
+    // Role deleted before its dependants reports the refusal and retries with backoff until they are
+    // gone. Each step waits for the refusal on the Role's status before the dependants are deleted, so
+    // the order is shown by cause, not read from the server's log: first the grantee and its Grants,
+    // then the owner and its Database.
+    let refused = |name: &'static str| {
+        let (roles, p) = (&roles, &b.provider);
+        async move {
+            wait_cond(roles, name, TYPE_SYNCED, "False", "2BP01", p)
+                .await
+                .with_context(|| {
+                    format!("the drop of Role {name} was not refused while its dependants existed")
+                })
+        }
+    };
     roles.delete("member", &DeleteParams::default()).await?;
+    refused("member").await?;
+    ensure!(
+        role_row(&pg, "member").await?.is_some(),
+        "Role member was dropped while Grants depended on it"
+    );
     for g in ["g-db", "g-member"] {
         grants.delete(g, &DeleteParams::default()).await?;
     }
@@ -560,6 +577,11 @@ async fn deletion_drops_dependants_first_and_orphan_keeps() -> Result<()> {
         .with_context(|| b.provider.log_text())?;
     ensure!(role_row(&pg, "member").await?.is_none());
     roles.delete("owner", &DeleteParams::default()).await?;
+    refused("owner").await?;
+    ensure!(
+        db_exists(&pg, "odb").await? && role_row(&pg, "owner").await?.is_some(),
+        "Role owner was dropped while it owned Database odb"
+    );
     dbs.delete("odb", &DeleteParams::default()).await?;
     gone(&dbs, "odb").await?;
     gone(&roles, "owner")
@@ -568,29 +590,11 @@ async fn deletion_drops_dependants_first_and_orphan_keeps() -> Result<()> {
     ensure!(role_row(&pg, "owner").await?.is_none());
     ensure!(!db_exists(&pg, "odb").await?);
     let log = b.pg.log_text();
-    let first = |needle: &str| {
-        log.lines()
-            .position(|l| l.contains(needle) && l.contains("statement:"))
-    };
-    let last = |needle: &str| {
-        log.lines()
-            .enumerate()
-            .filter(|(_, l)| l.contains(needle) && l.contains("statement:"))
-            .map(|(i, _)| i)
-            .last()
-    };
-    let revoke = first("REVOKE CONNECT, CREATE, TEMPORARY ON DATABASE \"odb\" FROM \"member\"")
-        .context("no REVOKE in the log")?;
-    let dropped_member = last("DROP ROLE IF EXISTS \"member\"").context("no DROP ROLE member")?;
+    let revoke = "REVOKE CONNECT, CREATE, TEMPORARY ON DATABASE \"odb\" FROM \"member\"";
     ensure!(
-        revoke < dropped_member,
-        "the Grant was revoked after the Role was dropped"
-    );
-    let dropped_db = first("DROP DATABASE IF EXISTS \"odb\"").context("no DROP DATABASE")?;
-    let dropped_owner = last("DROP ROLE IF EXISTS \"owner\"").context("no DROP ROLE owner")?;
-    ensure!(
-        dropped_db < dropped_owner,
-        "the owner was dropped before its Database"
+        log.lines()
+            .any(|l| l.contains(revoke) && l.contains("statement:")),
+        "the Grant's deletion did not revoke its privileges"
     );
 
     // Orphan: a namespaced Role without Delete in its policies, and a cluster-scoped Role with
@@ -643,8 +647,9 @@ async fn deletion_drops_dependants_first_and_orphan_keeps() -> Result<()> {
         .delete(&legacy_name, &DeleteParams::default())
         .await?;
     gone(&roles, "kept").await?;
+    // The finalizer goes only after the external decision, so once the objects are gone a wrong drop
+    // would already have run.
     gone(&legacy_roles, &legacy_name).await?;
-    tokio::time::sleep(Duration::from_secs(3)).await;
     ensure!(
         role_row(&pg, "kept").await?.is_some(),
         "orphaned Role was dropped"
