@@ -301,6 +301,23 @@ pub fn committed_before_takeover(terms: &[Term], e: &AuditEvent) -> Option<(u64,
     (write < takeover).then_some((write, takeover))
 }
 
+/// For a write outside its writer's terms that was received after its writer's last term ended (its
+/// lease lapsed, or it released the lock) and before anyone else acquired: the `resourceVersion`s etcd
+/// gave it and the acquiring write of the next holder after that term, when the write's is the lower.
+/// etcd then committed it while nobody held the lock, so it overlapped no other holder's term, though
+/// it lies outside its writer's own. `None` when either version is unknown, when nobody acquired after
+/// the writer's last term, or when the write committed after the next holder's acquisition: then the
+/// overlap is real.
+pub fn committed_before_next_holder(terms: &[Term], e: &AuditEvent) -> Option<(u64, u64)> {
+    let identity = writer(e);
+    let term = terms
+        .iter()
+        .rev()
+        .find(|t| t.holder == identity && t.start <= e.received)?;
+    let (write, next) = (e.committed?, term.next_start_committed?);
+    (write < next).then_some((write, next))
+}
+
 /// Checks that every write selected by `is_controller_write` was made by a replica inside one of its own
 /// terms of `lock`, whatever the apiserver answered (each finding has the answer in
 /// [`Violation::code`]). The replica is the write's [`writer`]. `events` may include requests that
@@ -531,6 +548,52 @@ mod tests {
             committed_before_takeover(&super::terms(&expired, &lock), &expired[1]),
             None
         );
+    }
+
+    #[test]
+    fn a_write_after_its_term_is_placed_against_the_next_holder_by_etcd_order() {
+        // a's lease (4 s from its renew at 0) lapses at 4000; a writes at 4100, after its term; b
+        // acquires at 5000.
+        let committed = |mut e: AuditEvent, rv: u64| {
+            e.committed = Some(rv);
+            e
+        };
+        let lock = Lock::lease("ns", "lock");
+        let log = |write_rv: Option<u64>| {
+            let mut w = delayed(4100, 4200, "a");
+            w.committed = write_rv;
+            vec![
+                committed(lease(0, "a", "a"), 10),
+                w,
+                committed(lease(5000, "b", "b"), 12),
+            ]
+        };
+        let before = log(Some(11));
+        assert_eq!(check_writes(&before, &lock, |_| true).len(), 1);
+        let terms = terms(&before, &lock);
+        assert_eq!(committed_before_next_holder(&terms, &before[1]), Some((11, 12)));
+        // Positive controls: committed after b acquired, or with no version recorded, it may overlap.
+        let after = log(Some(13));
+        assert_eq!(
+            committed_before_next_holder(&super::terms(&after, &lock), &after[1]),
+            None
+        );
+        let unknown = log(None);
+        assert_eq!(
+            committed_before_next_holder(&super::terms(&unknown, &lock), &unknown[1]),
+            None
+        );
+        // Nobody acquired after a's term: there is no order to place it in.
+        let alone = vec![committed(lease(0, "a", "a"), 10), before[1].clone()];
+        assert_eq!(
+            committed_before_next_holder(&super::terms(&alone, &lock), &alone[1]),
+            None
+        );
+        // A writer that never held the lock is placed nowhere.
+        let mut stranger = before[1].clone();
+        stranger.user_agent = "x/1 (c)".into();
+        stranger.pod_name = None;
+        assert_eq!(committed_before_next_holder(&terms, &stranger), None);
     }
 
     #[test]

@@ -10,6 +10,11 @@
 //! With the server-side fence in force, a late write to a fenced resource must moreover be refused by
 //! the fence (403), or by a check the apiserver makes before admission (409 Conflict on a stale
 //! resourceVersion, 404 Not Found); any other answer is a violation.
+//!
+//! Our replicas are held to their terms without exception. A Go peer's write that took effect after its
+//! own term had ended is placed by etcd's order against the next holder's acquiring write: committed
+//! before it, it overlapped no other holder's term, and it is a finding on the peer's elector (counted
+//! and listed next to the verdict), not a violation; committed after, it is a violation.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -20,10 +25,10 @@ use kube::Api;
 use testenv::AuditEvent;
 
 use super::fence::PROBE_PREFIX;
-use super::report::{AuditFigures, Expected, FreezeRecord, GoPeerFigures, LateWrite};
+use super::report::{AuditFigures, BeforeNextHolder, Expected, FreezeRecord, GoPeerFigures, LateWrite};
 use super::world::World;
 use super::{CURRENT_VERSION, Fault, GoPeer, Group, NEXT_VERSION, Report};
-use crate::checker::{self, Lock, Readback, Settled, Violation, writer};
+use crate::checker::{self, Lock, Readback, Settled, Term, Violation, writer};
 
 /// Answers with which the apiserver refuses a write before validating admission runs, so before the
 /// fence can: a stale resourceVersion (409) or a missing object (404).
@@ -141,6 +146,14 @@ impl World<'_> {
                 };
                 let committed_before_takeover =
                     event.and_then(|e| checker::committed_before_takeover(&lock_terms, e));
+                // Only a Go peer's write is placed against the next holder: ours must stay in their term.
+                let go_peer = self
+                    .history
+                    .iter()
+                    .any(|r| r.go.is_some() && r.identity == v.identity);
+                let before_next_holder = event
+                    .filter(|_| go_peer && committed_before_takeover.is_none())
+                    .and_then(|e| before_next_holder(&lock_terms, &judged, e));
                 let late = LateWrite {
                     write: v.clone(),
                     frozen,
@@ -148,6 +161,7 @@ impl World<'_> {
                     held,
                     settled,
                     committed_before_takeover,
+                    before_next_holder,
                 };
                 if late.committed_before_takeover.is_some() {
                     // Received inside its term; etcd committed it before the next holder's acquiring
@@ -159,6 +173,13 @@ impl World<'_> {
                 if late.settled.is_some() {
                     // Unanswered, and proven by its object to have taken no effect: counted and shown
                     // next to the verdict, not a violation.
+                    report.late_writes.push(late);
+                    continue;
+                }
+                if late.before_next_holder.is_some() && late.settled.is_none() {
+                    // A Go peer's write after its own term, committed while nobody held the Lease: no
+                    // overlap with another holder, and beyond what an admission-time fence can refuse.
+                    // A finding on the peer's elector, counted and listed next to the verdict.
                     report.late_writes.push(late);
                     continue;
                 }
@@ -327,6 +348,7 @@ impl World<'_> {
                 .filter(|w| w.write.code == 403 || REFUSED_BEFORE_ADMISSION.contains(&w.write.code))
                 .count(),
             late_writes_settled: late.iter().filter(|w| w.settled.is_some()).count(),
+            late_writes_before_next_holder: late.iter().filter(|w| w.before_next_holder.is_some()).count(),
             violations: report
                 .violations
                 .iter()
@@ -412,4 +434,39 @@ impl World<'_> {
         report.attributed_writes = checked;
         violations
     }
+}
+
+/// A Go peer's write received after its own last term had ended, placed by etcd's order before the next
+/// holder's acquiring write ([`checker::committed_before_next_holder`]), with how that term had ended:
+/// its lease lapsed, or the next Lease write (its own release, or another's acquisition) arrived.
+fn before_next_holder(terms: &[Term], judged: &[AuditEvent], e: &AuditEvent) -> Option<BeforeNextHolder> {
+    let (write, acquired) = checker::committed_before_next_holder(terms, e)?;
+    let identity = writer(e);
+    let term = terms
+        .iter()
+        .rev()
+        .find(|t| t.holder == identity && t.start <= e.received)?;
+    let ended = term.valid_until();
+    let how = match term.next_write {
+        Some(next) if next == ended => {
+            let release = judged.iter().any(|w| {
+                w.resource == "leases"
+                    && w.received == next
+                    && writer(w) == identity
+                    && w.lock_holder().is_some_and(|h| h.is_empty())
+            });
+            if release {
+                "its own release arrived"
+            } else {
+                "the next Lease write arrived"
+            }
+        }
+        _ => "its lease lapsed",
+    };
+    let after = e.received.duration_since(ended).as_secs_f64() * 1000.0;
+    Some(BeforeNextHolder {
+        write,
+        acquired,
+        term_ended: format!("{how} at {ended}, {after:.1} ms before the write arrived"),
+    })
 }

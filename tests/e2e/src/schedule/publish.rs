@@ -110,8 +110,12 @@ impl Report {
                 "holder": w.write.holder,
                 "settled": w.settled.as_ref().map(ToString::to_string),
                 "committed_before_takeover": w.committed_before_takeover.map(|(w, t)| json!({"write": w, "takeover": t})),
+                "committed_before_next_holder": w.before_next_holder.as_ref().map(|b| json!({
+                    "write": b.write, "acquired": b.acquired, "term_ended": b.term_ended,
+                })),
             })).collect::<Vec<_>>(),
             "late_writes_committed_before_takeover": self.committed_before_takeover(),
+            "go_peer_findings": self.peer_findings().count(),
             "late_writes_settled": self.settled(),
             "resources": {
                 "expected": self.census.expected,
@@ -264,6 +268,8 @@ impl Report {
                  | Terms held | {} |\n| Writes checked | {} |\n| Of which its work, admitted | {} |\n\
                  | Late writes / in flight at its freeze / refused (403, 409, 404) / unanswered, proven to have \
                  taken no effect | {} / {} / {} / {} |\n\
+                 | Late writes that took effect after its own term, committed by etcd before the next holder \
+                 acquired (no overlap; findings on its elector, listed below) | {} |\n\
                  | Violations | {} |",
                 g.processes,
                 g.lost_lease_exits,
@@ -274,8 +280,25 @@ impl Report {
                 g.late_writes_in_flight,
                 g.late_writes_refused,
                 g.late_writes_settled,
+                g.late_writes_before_next_holder,
                 g.violations
             );
+        }
+        let findings: Vec<&LateWrite> = self.peer_findings().collect();
+        if !findings.is_empty() {
+            let _ = writeln!(
+                s,
+                "\n## Findings on the Go peers\n\n\
+                 Writes by a Go peer that took effect after its own term had ended: its lease had lapsed, or \
+                 its own release was in flight beside the write. etcd committed each before the next holder \
+                 acquired the Lease, so none overlapped another holder's term, and the verdict counts them \
+                 here rather than as violations; our replicas get no such allowance. The server-side fence \
+                 is an admission check: it cannot refuse a write while the Lease still names its writer, \
+                 which a lapsed Lease does until someone acquires it.\n"
+            );
+            for w in findings {
+                let _ = writeln!(s, "- {}", w.describe());
+            }
         }
         if !self.terms_by_implementation.is_empty() {
             let _ = writeln!(
@@ -358,6 +381,7 @@ fn go_json(g: &GoPeerFigures) -> serde_json::Value {
         "late_writes_in_flight": g.late_writes_in_flight,
         "late_writes_refused": g.late_writes_refused,
         "late_writes_settled": g.late_writes_settled,
+        "late_writes_committed_before_next_holder": g.late_writes_before_next_holder,
         "violations": g.violations,
     })
 }
@@ -385,6 +409,7 @@ mod tests {
             fenced,
             held: true,
             committed_before_takeover: None,
+            before_next_holder: None,
             settled: None,
         }
     }
@@ -430,6 +455,7 @@ mod tests {
             late_writes_in_flight: 1,
             late_writes_refused: 163,
             late_writes_settled: 0,
+            late_writes_before_next_holder: 0,
             violations: 0,
         };
         let report = Report {

@@ -72,6 +72,24 @@ pub struct LateWrite {
     /// the `resourceVersion`s of the write and of that holder's acquiring write, when etcd committed the
     /// write first ([`crate::checker::committed_before_takeover`]). Not a violation; counted.
     pub committed_before_takeover: Option<(u64, u64)>,
+    /// For a Go peer's write received after its own term had ended, which etcd committed before anyone
+    /// else acquired the Lease ([`crate::checker::committed_before_next_holder`]): a finding on the
+    /// peer's elector, counted and shown, not a violation. Ours get no such allowance.
+    pub before_next_holder: Option<BeforeNextHolder>,
+}
+
+/// A Go peer's write that took effect after its writer's term had ended, but which etcd committed before
+/// the next holder's acquiring write: it overlapped no other holder's term. The admission-time fence
+/// cannot refuse it while the Lease still names its writer (a lapsed lease is not rewritten until
+/// someone acquires) or while its writer's own release is in flight beside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BeforeNextHolder {
+    /// The `resourceVersion` etcd gave the write.
+    pub write: u64,
+    /// The `resourceVersion` etcd gave the next holder's acquiring write.
+    pub acquired: u64,
+    /// How and when its writer's term had ended, in words.
+    pub term_ended: String,
 }
 
 /// One SIGSTOP freeze of a leader as it ran.
@@ -160,6 +178,9 @@ pub struct GoPeerFigures {
     /// Of those, how many got an answer that did not tell (a 504 when the request's own deadline passed
     /// during a restart, say) and were proven by their object, read back, to have taken no effect.
     pub late_writes_settled: usize,
+    /// Of those, how many took effect after its term had ended but were committed by etcd before the
+    /// next holder acquired the Lease (see [`BeforeNextHolder`]): findings on its elector.
+    pub late_writes_before_next_holder: usize,
     /// Violations among its writes.
     pub violations: usize,
 }
@@ -267,6 +288,19 @@ impl Report {
             .count()
     }
 
+    /// The Go peers' writes after their own term that etcd committed before the next holder acquired
+    /// ([`BeforeNextHolder`]): findings on their electors, shown next to the verdict.
+    pub fn peer_findings(&self) -> impl Iterator<Item = &LateWrite> {
+        self.late_writes.iter().filter(|w| w.before_next_holder.is_some())
+    }
+
+    /// Whether `identity` is one of the Go peers' processes.
+    pub fn is_go_peer(&self, identity: &str) -> bool {
+        self.replicas
+            .iter()
+            .any(|r| r.go.is_some() && r.identity == identity)
+    }
+
     /// Late writes of frozen leaders that their relay delivered late with the fence off and that may
     /// have taken effect: the gap self-fencing cannot close, shown next to the fence-off figure (with
     /// the fence on, such a write is a violation).
@@ -294,13 +328,22 @@ impl Report {
         let mut check = |name: &'static str, figure: String, held: bool| {
             c.push(Control { name, figure, held });
         };
+        let by_peers = self
+            .violations
+            .iter()
+            .filter(|v| self.is_go_peer(&v.identity))
+            .count();
         check(
             "no violation",
             format!(
-                "{} violations ({} writes answered after a takeover but committed before it, by \
-                 resourceVersion: not overlaps, listed among the late writes)",
+                "{} violations: {} by our replicas, {by_peers} by the Go peers ({} writes answered after a \
+                 takeover but committed before it, by resourceVersion: not overlaps, listed among the late \
+                 writes; {} Go peer writes after their own term, committed before the next holder \
+                 acquired: findings, listed)",
                 self.violations.len(),
-                self.committed_before_takeover()
+                self.violations.len() - by_peers,
+                self.committed_before_takeover(),
+                self.peer_findings().count()
             ),
             self.violations.is_empty(),
         );
@@ -372,11 +415,13 @@ impl Report {
             let (joined, late) = match peer {
                 GoPeer::ClientGo => (
                     "client-go's candidate joined and led",
-                    "client-go's late writes as a frozen leader: some refused, none took effect",
+                    "client-go's late writes as a frozen leader: some refused, none took effect in another \
+                     holder's term",
                 ),
                 GoPeer::Provider => (
                     "the Go provider joined, led and reconciled NopResources",
-                    "the Go provider's late writes as a frozen leader: some refused, none took effect",
+                    "the Go provider's late writes as a frozen leader: some refused, none took effect in \
+                     another holder's term",
                 ),
             };
             check(
@@ -392,11 +437,17 @@ impl Report {
                 late,
                 format!(
                     "{} late writes, {} refused, {} unanswered and proven by their object to have taken no \
-                     effect, {} violations",
-                    go.late_writes, go.late_writes_refused, go.late_writes_settled, go.violations
+                     effect, {} took effect after its own term but were committed before the next holder \
+                     acquired (findings on its elector, listed), {} violations",
+                    go.late_writes,
+                    go.late_writes_refused,
+                    go.late_writes_settled,
+                    go.late_writes_before_next_holder,
+                    go.violations
                 ),
                 go.late_writes_refused > 0
-                    && go.late_writes_refused + go.late_writes_settled == go.late_writes
+                    && go.late_writes_refused + go.late_writes_settled + go.late_writes_before_next_holder
+                        == go.late_writes
                     && go.violations == 0,
             );
         }
@@ -470,7 +521,8 @@ impl Report {
                 s,
                 "{peer}, with the fence: {} processes ({} exited on losing the Lease, restarted), {} terms, {} \
                  writes checked ({} of its work admitted), {} late writes ({} in flight at its freeze; {} \
-                 refused, {} unanswered and settled: no effect), {} violations",
+                 refused, {} unanswered and settled: no effect; {} after its own term, committed before the \
+                 next holder acquired: findings), {} violations",
                 g.processes,
                 g.lost_lease_exits,
                 g.terms,
@@ -480,6 +532,7 @@ impl Report {
                 g.late_writes_in_flight,
                 g.late_writes_refused,
                 g.late_writes_settled,
+                g.late_writes_before_next_holder,
                 g.violations
             );
         }
@@ -596,8 +649,19 @@ impl LateWrite {
                 )
             })
             .unwrap_or_default();
+        let before_next = self
+            .before_next_holder
+            .as_ref()
+            .map(|b| {
+                format!(
+                    ": after its term ended ({}), committed before the next holder acquired \
+                     (resourceVersion {} < {})",
+                    b.term_ended, b.write, b.acquired
+                )
+            })
+            .unwrap_or_default();
         format!(
-            "{} {}{} {} {} -> HTTP {} (holder {}){settled}{committed}",
+            "{} {}{} {} {} -> HTTP {} (holder {}){settled}{committed}{before_next}",
             w.time,
             w.identity,
             if self.frozen { " (frozen)" } else { "" },
@@ -644,6 +708,7 @@ mod tests {
             },
             settled: None,
             committed_before_takeover: None,
+            before_next_holder: None,
             frozen: true,
             fenced,
             held,
@@ -702,6 +767,7 @@ mod tests {
                         late_writes_in_flight: 1,
                         late_writes_refused: 1,
                         late_writes_settled: 0,
+                        late_writes_before_next_holder: 0,
                         violations: 0,
                     };
                     (p, figures)
@@ -857,6 +923,62 @@ mod tests {
                 .iter()
                 .any(|c| c.name.starts_with("the Go provider"))
         );
+    }
+
+    #[test]
+    fn a_go_peer_write_after_its_term_but_before_the_next_holder_is_a_finding_not_a_pass_for_ours() {
+        // client-go's write, admitted after its lease lapsed and committed before the next holder
+        // acquired: counted and listed as a finding on its elector; the verdict holds.
+        let mut r = complete();
+        r.replicas.push(ReplicaRecord {
+            identity: "nop-3-4".into(),
+            group: Group::Nop,
+            go: Some(GoPeer::ClientGo),
+            version: "client-go",
+            clock: None,
+            pid: 1,
+            log: PathBuf::new(),
+            ended_by: None,
+            exit: None,
+            lost_lease_exit: false,
+        });
+        let mut finding = late("2026-12-01T10:42:00Z", "nop-3-4", 200, true, false);
+        finding.before_next_holder = Some(BeforeNextHolder {
+            write: 9949,
+            acquired: 9952,
+            term_ended: "its lease lapsed at 2026-12-01T10:41:59Z, 1000.0 ms before the write arrived".into(),
+        });
+        r.late_writes.push(finding.clone());
+        if let Some(g) = r.go_peers.get_mut(&GoPeer::ClientGo) {
+            g.late_writes = 2;
+            g.late_writes_before_next_holder = 1;
+        }
+        assert!(r.passed(MIN), "{:?}", r.failures(MIN));
+        assert_eq!(r.peer_findings().count(), 1);
+        assert!(finding.describe().contains("resourceVersion 9949 < 9952"));
+        let md = r.to_markdown("how");
+        assert!(md.contains("## Findings on the Go peers"), "{md}");
+        // Positive control: committed after the next holder acquired, the same write is a violation of
+        // the peer, and the verdict fails.
+        let mut overlap = r.clone();
+        overlap.late_writes.retain(|w| w.before_next_holder.is_none());
+        overlap.violations.push(finding.write.clone());
+        if let Some(g) = overlap.go_peers.get_mut(&GoPeer::ClientGo) {
+            g.late_writes_before_next_holder = 0;
+            g.violations = 1;
+        }
+        fails(&overlap, "no violation");
+        fails(&overlap, "client-go's late writes as a frozen leader");
+        assert!(
+            overlap.failures(MIN)[0].contains("0 by our replicas, 1 by the Go peers"),
+            "{:?}",
+            overlap.failures(MIN)
+        );
+        // A finding counted but not accounted for in the peer's figures fails its control.
+        if let Some(g) = r.go_peers.get_mut(&GoPeer::ClientGo) {
+            g.late_writes_before_next_holder = 0;
+        }
+        fails(&r, "client-go's late writes as a frozen leader");
     }
 
     #[test]
