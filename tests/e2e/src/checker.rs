@@ -301,21 +301,47 @@ pub fn committed_before_takeover(terms: &[Term], e: &AuditEvent) -> Option<(u64,
     (write < takeover).then_some((write, takeover))
 }
 
-/// For a write outside its writer's terms that was received after its writer's last term ended (its
-/// lease lapsed, or it released the lock) and before anyone else acquired: the `resourceVersion`s etcd
-/// gave it and the acquiring write of the next holder after that term, when the write's is the lower.
-/// etcd then committed it while nobody held the lock, so it overlapped no other holder's term, though
-/// it lies outside its writer's own. `None` when either version is unknown, when nobody acquired after
-/// the writer's last term, or when the write committed after the next holder's acquisition: then the
-/// overlap is real.
-pub fn committed_before_next_holder(terms: &[Term], e: &AuditEvent) -> Option<(u64, u64)> {
+/// The next holder's term after its writer's last term, for a write that arrived after that term had
+/// ended (its lease lapsed, or it released the lock) but before the next holder's term began (the
+/// answer to its acquiring write): see [`before_next_term`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NextTerm {
+    /// When the next holder's term began.
+    pub start: Timestamp,
+    /// The `resourceVersion` etcd gave the write, if recorded.
+    pub write: Option<u64>,
+    /// The `resourceVersion` etcd gave the next holder's acquiring write, if recorded.
+    pub acquired: Option<u64>,
+}
+
+impl NextTerm {
+    /// Whether the write may have overlapped the next holder's term: etcd committed it after the
+    /// acquiring write, or either version is unknown.
+    pub fn overlapped(&self) -> bool {
+        match (self.write, self.acquired) {
+            (Some(w), Some(a)) => w > a,
+            _ => true,
+        }
+    }
+}
+
+/// For a write outside its writer's terms that arrived after its writer's last term had ended and
+/// before the next holder's term began: that next term, with etcd's order of the two writes. While the
+/// next holder's acquisition is unanswered the Lease may still name the writer, so a check at admission
+/// (the server-side fence) can admit the write. `None` when the write arrived after the next term
+/// began, or when nobody acquired after its writer's last term.
+pub fn before_next_term(terms: &[Term], e: &AuditEvent) -> Option<NextTerm> {
     let identity = writer(e);
     let term = terms
         .iter()
         .rev()
         .find(|t| t.holder == identity && t.start <= e.received)?;
-    let (write, next) = (e.committed?, term.next_start_committed?);
-    (write < next).then_some((write, next))
+    let start = term.next_start?;
+    (e.received < start).then_some(NextTerm {
+        start,
+        write: e.committed,
+        acquired: term.next_start_committed,
+    })
 }
 
 /// Checks that every write selected by `is_controller_write` was made by a replica inside one of its own
@@ -551,49 +577,48 @@ mod tests {
     }
 
     #[test]
-    fn a_write_after_its_term_is_placed_against_the_next_holder_by_etcd_order() {
+    fn a_write_after_its_term_and_before_the_next_is_placed_by_etcd_order() {
         // a's lease (4 s from its renew at 0) lapses at 4000; a writes at 4100, after its term; b
-        // acquires at 5000.
+        // acquires at 5000, its term beginning at 5005.
         let committed = |mut e: AuditEvent, rv: u64| {
             e.committed = Some(rv);
             e
         };
         let lock = Lock::lease("ns", "lock");
-        let log = |write_rv: Option<u64>| {
-            let mut w = delayed(4100, 4200, "a");
+        let log = |received: i64, write_rv: Option<u64>| {
+            let mut w = delayed(received, received + 100, "a");
             w.committed = write_rv;
-            vec![
+            let mut events = vec![
                 committed(lease(0, "a", "a"), 10),
                 w,
                 committed(lease(5000, "b", "b"), 12),
-            ]
+            ];
+            events.sort_by_key(|e| e.received);
+            events
         };
-        let before = log(Some(11));
+        let before = log(4100, Some(11));
         assert_eq!(check_writes(&before, &lock, |_| true).len(), 1);
         let terms = terms(&before, &lock);
-        assert_eq!(committed_before_next_holder(&terms, &before[1]), Some((11, 12)));
-        // Positive controls: committed after b acquired, or with no version recorded, it may overlap.
-        let after = log(Some(13));
-        assert_eq!(
-            committed_before_next_holder(&super::terms(&after, &lock), &after[1]),
-            None
-        );
-        let unknown = log(None);
-        assert_eq!(
-            committed_before_next_holder(&super::terms(&unknown, &lock), &unknown[1]),
-            None
-        );
-        // Nobody acquired after a's term: there is no order to place it in.
+        let next = before_next_term(&terms, &before[1]);
+        assert_eq!(next.map(|n| (n.write, n.acquired)), Some((Some(11), Some(12))));
+        assert_eq!(next.map(|n| n.overlapped()), Some(false));
+        // Committed after b's acquiring write, or with no version recorded: it may have overlapped.
+        let after = log(4100, Some(13));
+        let next = before_next_term(&super::terms(&after, &lock), &after[1]);
+        assert_eq!(next.map(|n| n.overlapped()), Some(true));
+        let unknown = log(4100, None);
+        let next = before_next_term(&super::terms(&unknown, &lock), &unknown[1]);
+        assert_eq!(next.map(|n| n.overlapped()), Some(true));
+        // Positive controls: arrived after b's term began, it is placed nowhere; so is a write when
+        // nobody acquired after a, and one by a writer that never held the lock.
+        let late = log(5100, Some(13));
+        assert_eq!(late[2].name, "work");
+        assert_eq!(before_next_term(&super::terms(&late, &lock), &late[2]), None);
         let alone = vec![committed(lease(0, "a", "a"), 10), before[1].clone()];
-        assert_eq!(
-            committed_before_next_holder(&super::terms(&alone, &lock), &alone[1]),
-            None
-        );
-        // A writer that never held the lock is placed nowhere.
+        assert_eq!(before_next_term(&super::terms(&alone, &lock), &alone[1]), None);
         let mut stranger = before[1].clone();
         stranger.user_agent = "x/1 (c)".into();
-        stranger.pod_name = None;
-        assert_eq!(committed_before_next_holder(&terms, &stranger), None);
+        assert_eq!(before_next_term(&terms, &stranger), None);
     }
 
     #[test]

@@ -11,10 +11,11 @@
 //! the fence (403), or by a check the apiserver makes before admission (409 Conflict on a stale
 //! resourceVersion, 404 Not Found); any other answer is a violation.
 //!
-//! Our replicas are held to their terms without exception. A Go peer's write that took effect after its
-//! own term had ended is placed by etcd's order against the next holder's acquiring write: committed
-//! before it, it overlapped no other holder's term, and it is a finding on the peer's elector (counted
-//! and listed next to the verdict), not a violation; committed after, it is a violation.
+//! Our replicas are held to their terms without exception. A Go peer's write admitted after its own term
+//! had ended but received before the next holder's term began (while the Lease may still name it, so
+//! an admission check admits it) is a finding, listed with etcd's order of it and the next holder's
+//! acquiring write, and counted next to the peer's control; received after the next term began, it is
+//! a violation.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -25,7 +26,7 @@ use kube::Api;
 use testenv::AuditEvent;
 
 use super::fence::PROBE_PREFIX;
-use super::report::{AuditFigures, BeforeNextHolder, Expected, FreezeRecord, GoPeerFigures, LateWrite};
+use super::report::{AuditFigures, BeforeNextTerm, Expected, FreezeRecord, GoPeerFigures, LateWrite};
 use super::world::World;
 use super::{CURRENT_VERSION, Fault, GoPeer, Group, NEXT_VERSION, Report};
 use crate::checker::{self, Lock, Readback, Settled, Term, Violation, writer};
@@ -151,9 +152,9 @@ impl World<'_> {
                     .history
                     .iter()
                     .any(|r| r.go.is_some() && r.identity == v.identity);
-                let before_next_holder = event
-                    .filter(|_| go_peer && committed_before_takeover.is_none())
-                    .and_then(|e| before_next_holder(&lock_terms, &judged, e));
+                let before_next_term = event
+                    .filter(|_| go_peer && committed_before_takeover.is_none() && v.may_have_taken_effect())
+                    .and_then(|e| before_next_term(&lock_terms, &judged, e));
                 let late = LateWrite {
                     write: v.clone(),
                     frozen,
@@ -161,7 +162,7 @@ impl World<'_> {
                     held,
                     settled,
                     committed_before_takeover,
-                    before_next_holder,
+                    before_next_term,
                 };
                 if late.committed_before_takeover.is_some() {
                     // Received inside its term; etcd committed it before the next holder's acquiring
@@ -176,10 +177,10 @@ impl World<'_> {
                     report.late_writes.push(late);
                     continue;
                 }
-                if late.before_next_holder.is_some() && late.settled.is_none() {
-                    // A Go peer's write after its own term, committed while nobody held the Lease: no
-                    // overlap with another holder, and beyond what an admission-time fence can refuse.
-                    // A finding on the peer's elector, counted and listed next to the verdict.
+                if late.before_next_term.is_some() && late.settled.is_none() {
+                    // A Go peer's write after its own term that arrived while the Lease still named it
+                    // (the next holder's acquisition unanswered): beyond what an admission-time fence can
+                    // refuse. A finding, counted and listed next to the verdict with etcd's order.
                     report.late_writes.push(late);
                     continue;
                 }
@@ -348,7 +349,11 @@ impl World<'_> {
                 .filter(|w| w.write.code == 403 || REFUSED_BEFORE_ADMISSION.contains(&w.write.code))
                 .count(),
             late_writes_settled: late.iter().filter(|w| w.settled.is_some()).count(),
-            late_writes_before_next_holder: late.iter().filter(|w| w.before_next_holder.is_some()).count(),
+            late_writes_before_next_term: late.iter().filter(|w| w.before_next_term.is_some()).count(),
+            late_writes_before_next_term_overlapping: late
+                .iter()
+                .filter(|w| w.before_next_term.as_ref().is_some_and(|b| b.next.overlapped()))
+                .count(),
             violations: report
                 .violations
                 .iter()
@@ -436,11 +441,11 @@ impl World<'_> {
     }
 }
 
-/// A Go peer's write received after its own last term had ended, placed by etcd's order before the next
-/// holder's acquiring write ([`checker::committed_before_next_holder`]), with how that term had ended:
-/// its lease lapsed, or the next Lease write (its own release, or another's acquisition) arrived.
-fn before_next_holder(terms: &[Term], judged: &[AuditEvent], e: &AuditEvent) -> Option<BeforeNextHolder> {
-    let (write, acquired) = checker::committed_before_next_holder(terms, e)?;
+/// A Go peer's write that arrived after its own last term had ended and before the next holder's term
+/// began ([`checker::before_next_term`]), with how its term had ended: its lease lapsed, or the next
+/// Lease write (its own release, or another's acquisition) arrived.
+fn before_next_term(terms: &[Term], judged: &[AuditEvent], e: &AuditEvent) -> Option<BeforeNextTerm> {
+    let next = checker::before_next_term(terms, e)?;
     let identity = writer(e);
     let term = terms
         .iter()
@@ -448,10 +453,10 @@ fn before_next_holder(terms: &[Term], judged: &[AuditEvent], e: &AuditEvent) -> 
         .find(|t| t.holder == identity && t.start <= e.received)?;
     let ended = term.valid_until();
     let how = match term.next_write {
-        Some(next) if next == ended => {
+        Some(next_write) if next_write == ended => {
             let release = judged.iter().any(|w| {
                 w.resource == "leases"
-                    && w.received == next
+                    && w.received == next_write
                     && writer(w) == identity
                     && w.lock_holder().is_some_and(|h| h.is_empty())
             });
@@ -464,9 +469,8 @@ fn before_next_holder(terms: &[Term], judged: &[AuditEvent], e: &AuditEvent) -> 
         _ => "its lease lapsed",
     };
     let after = e.received.duration_since(ended).as_secs_f64() * 1000.0;
-    Some(BeforeNextHolder {
-        write,
-        acquired,
+    Some(BeforeNextTerm {
         term_ended: format!("{how} at {ended}, {after:.1} ms before the write arrived"),
+        next,
     })
 }

@@ -110,8 +110,12 @@ impl Report {
                 "holder": w.write.holder,
                 "settled": w.settled.as_ref().map(ToString::to_string),
                 "committed_before_takeover": w.committed_before_takeover.map(|(w, t)| json!({"write": w, "takeover": t})),
-                "committed_before_next_holder": w.before_next_holder.as_ref().map(|b| json!({
-                    "write": b.write, "acquired": b.acquired, "term_ended": b.term_ended,
+                "before_next_term": w.before_next_term.as_ref().map(|b| json!({
+                    "term_ended": b.term_ended,
+                    "next_term_began": b.next.start.to_string(),
+                    "write_resource_version": b.next.write,
+                    "acquiring_resource_version": b.next.acquired,
+                    "may_have_overlapped": b.next.overlapped(),
                 })),
             })).collect::<Vec<_>>(),
             "late_writes_committed_before_takeover": self.committed_before_takeover(),
@@ -268,8 +272,8 @@ impl Report {
                  | Terms held | {} |\n| Writes checked | {} |\n| Of which its work, admitted | {} |\n\
                  | Late writes / in flight at its freeze / refused (403, 409, 404) / unanswered, proven to have \
                  taken no effect | {} / {} / {} / {} |\n\
-                 | Late writes that took effect after its own term, committed by etcd before the next holder \
-                 acquired (no overlap; findings on its elector, listed below) | {} |\n\
+                 | Late writes admitted after its own term and before the next holder's (findings, listed below) \
+                 / of which committed by etcd after the next holder's acquiring write | {} / {} |\n\
                  | Violations | {} |",
                 g.processes,
                 g.lost_lease_exits,
@@ -280,7 +284,8 @@ impl Report {
                 g.late_writes_in_flight,
                 g.late_writes_refused,
                 g.late_writes_settled,
-                g.late_writes_before_next_holder,
+                g.late_writes_before_next_term,
+                g.late_writes_before_next_term_overlapping,
                 g.violations
             );
         }
@@ -289,12 +294,17 @@ impl Report {
             let _ = writeln!(
                 s,
                 "\n## Findings on the Go peers\n\n\
-                 Writes by a Go peer that took effect after its own term had ended: its lease had lapsed, or \
-                 its own release was in flight beside the write. etcd committed each before the next holder \
-                 acquired the Lease, so none overlapped another holder's term, and the verdict counts them \
-                 here rather than as violations; our replicas get no such allowance. The server-side fence \
-                 is an admission check: it cannot refuse a write while the Lease still names its writer, \
-                 which a lapsed Lease does until someone acquires it.\n"
+                 Writes by a Go peer that the apiserver admitted after the peer's own term had ended (its \
+                 lease had lapsed, or its own release was in flight beside the write) and that arrived \
+                 before the next holder's term began. Until the next holder's acquisition is committed and \
+                 seen by the fence's policy, the Lease still names the old holder, and the fence, an \
+                 admission check that cannot read the clock, admits its writes. client-go checks nothing \
+                 before a write, so a client-go leader frozen past its lease and resumed at the takeover \
+                 writes into that instant. Where etcd committed such a write after the next holder's \
+                 acquiring write, the two holders overlapped. The verdict lists these writes here and \
+                 counts them next to the peer's control rather than as violations. Our replicas get no such \
+                 allowance: they check their own term before every write, and any write of theirs outside \
+                 it is a violation.\n"
             );
             for w in findings {
                 let _ = writeln!(s, "- {}", w.describe());
@@ -381,7 +391,8 @@ fn go_json(g: &GoPeerFigures) -> serde_json::Value {
         "late_writes_in_flight": g.late_writes_in_flight,
         "late_writes_refused": g.late_writes_refused,
         "late_writes_settled": g.late_writes_settled,
-        "late_writes_committed_before_next_holder": g.late_writes_before_next_holder,
+        "late_writes_before_next_term": g.late_writes_before_next_term,
+        "late_writes_before_next_term_overlapping": g.late_writes_before_next_term_overlapping,
         "violations": g.violations,
     })
 }
@@ -409,7 +420,7 @@ mod tests {
             fenced,
             held: true,
             committed_before_takeover: None,
-            before_next_holder: None,
+            before_next_term: None,
             settled: None,
         }
     }
@@ -455,7 +466,8 @@ mod tests {
             late_writes_in_flight: 1,
             late_writes_refused: 163,
             late_writes_settled: 0,
-            late_writes_before_next_holder: 0,
+            late_writes_before_next_term: 0,
+            late_writes_before_next_term_overlapping: 0,
             violations: 0,
         };
         let report = Report {

@@ -72,24 +72,24 @@ pub struct LateWrite {
     /// the `resourceVersion`s of the write and of that holder's acquiring write, when etcd committed the
     /// write first ([`crate::checker::committed_before_takeover`]). Not a violation; counted.
     pub committed_before_takeover: Option<(u64, u64)>,
-    /// For a Go peer's write received after its own term had ended, which etcd committed before anyone
-    /// else acquired the Lease ([`crate::checker::committed_before_next_holder`]): a finding on the
-    /// peer's elector, counted and shown, not a violation. Ours get no such allowance.
-    pub before_next_holder: Option<BeforeNextHolder>,
+    /// For a Go peer's write admitted after its own term had ended but before the next holder's term
+    /// began ([`crate::checker::before_next_term`]): a finding on the peer's elector and on the fence's
+    /// reach, counted and listed, not a violation. Ours get no such allowance.
+    pub before_next_term: Option<BeforeNextTerm>,
 }
 
-/// A Go peer's write that took effect after its writer's term had ended, but which etcd committed before
-/// the next holder's acquiring write: it overlapped no other holder's term. The admission-time fence
-/// cannot refuse it while the Lease still names its writer (a lapsed lease is not rewritten until
-/// someone acquires) or while its writer's own release is in flight beside it.
+/// A Go peer's write that arrived after its writer's term had ended (its lease lapsed, or it had released
+/// the Lease) and before the next holder's term began, and that the apiserver admitted. Until the next
+/// holder's acquisition is committed and seen by the fence's policy, the Lease still names the writer,
+/// so the fence, an admission check that cannot read the clock, admits it. Our replicas check their own
+/// term before every write; client-go checks nothing, and a frozen client-go leader resumed at the
+/// takeover writes on.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BeforeNextHolder {
-    /// The `resourceVersion` etcd gave the write.
-    pub write: u64,
-    /// The `resourceVersion` etcd gave the next holder's acquiring write.
-    pub acquired: u64,
+pub struct BeforeNextTerm {
     /// How and when its writer's term had ended, in words.
     pub term_ended: String,
+    /// The next holder's term, and etcd's order of the write and its acquiring write.
+    pub next: crate::checker::NextTerm,
 }
 
 /// One SIGSTOP freeze of a leader as it ran.
@@ -178,9 +178,12 @@ pub struct GoPeerFigures {
     /// Of those, how many got an answer that did not tell (a 504 when the request's own deadline passed
     /// during a restart, say) and were proven by their object, read back, to have taken no effect.
     pub late_writes_settled: usize,
-    /// Of those, how many took effect after its term had ended but were committed by etcd before the
-    /// next holder acquired the Lease (see [`BeforeNextHolder`]): findings on its elector.
-    pub late_writes_before_next_holder: usize,
+    /// Of those, how many were admitted after its term had ended but arrived before the next holder's
+    /// term began (see [`BeforeNextTerm`]): findings, not violations.
+    pub late_writes_before_next_term: usize,
+    /// Of those findings, how many etcd committed after the next holder's acquiring write (or in an order
+    /// not recorded): the write may have overlapped the next term.
+    pub late_writes_before_next_term_overlapping: usize,
     /// Violations among its writes.
     pub violations: usize,
 }
@@ -288,10 +291,10 @@ impl Report {
             .count()
     }
 
-    /// The Go peers' writes after their own term that etcd committed before the next holder acquired
-    /// ([`BeforeNextHolder`]): findings on their electors, shown next to the verdict.
+    /// The Go peers' writes admitted after their own term and before the next holder's
+    /// ([`BeforeNextTerm`]): findings, shown next to the verdict.
     pub fn peer_findings(&self) -> impl Iterator<Item = &LateWrite> {
-        self.late_writes.iter().filter(|w| w.before_next_holder.is_some())
+        self.late_writes.iter().filter(|w| w.before_next_term.is_some())
     }
 
     /// Whether `identity` is one of the Go peers' processes.
@@ -333,17 +336,21 @@ impl Report {
             .iter()
             .filter(|v| self.is_go_peer(&v.identity))
             .count();
+        let findings = self.peer_findings().count();
+        let overlapping = self
+            .peer_findings()
+            .filter(|w| w.before_next_term.as_ref().is_some_and(|b| b.next.overlapped()))
+            .count();
         check(
             "no violation",
             format!(
                 "{} violations: {} by our replicas, {by_peers} by the Go peers ({} writes answered after a \
                  takeover but committed before it, by resourceVersion: not overlaps, listed among the late \
-                 writes; {} Go peer writes after their own term, committed before the next holder \
-                 acquired: findings, listed)",
+                 writes; {findings} Go peer writes admitted after their own term and before the next \
+                 holder's, {overlapping} of them committed after its acquiring write: findings, listed)",
                 self.violations.len(),
                 self.violations.len() - by_peers,
                 self.committed_before_takeover(),
-                self.peer_findings().count()
             ),
             self.violations.is_empty(),
         );
@@ -415,13 +422,13 @@ impl Report {
             let (joined, late) = match peer {
                 GoPeer::ClientGo => (
                     "client-go's candidate joined and led",
-                    "client-go's late writes as a frozen leader: some refused, none took effect in another \
-                     holder's term",
+                    "client-go's late writes as a frozen leader: some refused, every one admitted arrived \
+                     before the next holder's term began",
                 ),
                 GoPeer::Provider => (
                     "the Go provider joined, led and reconciled NopResources",
-                    "the Go provider's late writes as a frozen leader: some refused, none took effect in \
-                     another holder's term",
+                    "the Go provider's late writes as a frozen leader: some refused, every one admitted \
+                     arrived before the next holder's term began",
                 ),
             };
             check(
@@ -437,16 +444,17 @@ impl Report {
                 late,
                 format!(
                     "{} late writes, {} refused, {} unanswered and proven by their object to have taken no \
-                     effect, {} took effect after its own term but were committed before the next holder \
-                     acquired (findings on its elector, listed), {} violations",
+                     effect, {} admitted after its term and before the next holder's (findings, listed; {} of \
+                     them committed after the next holder's acquiring write), {} violations",
                     go.late_writes,
                     go.late_writes_refused,
                     go.late_writes_settled,
-                    go.late_writes_before_next_holder,
+                    go.late_writes_before_next_term,
+                    go.late_writes_before_next_term_overlapping,
                     go.violations
                 ),
                 go.late_writes_refused > 0
-                    && go.late_writes_refused + go.late_writes_settled + go.late_writes_before_next_holder
+                    && go.late_writes_refused + go.late_writes_settled + go.late_writes_before_next_term
                         == go.late_writes
                     && go.violations == 0,
             );
@@ -521,8 +529,8 @@ impl Report {
                 s,
                 "{peer}, with the fence: {} processes ({} exited on losing the Lease, restarted), {} terms, {} \
                  writes checked ({} of its work admitted), {} late writes ({} in flight at its freeze; {} \
-                 refused, {} unanswered and settled: no effect; {} after its own term, committed before the \
-                 next holder acquired: findings), {} violations",
+                 refused, {} unanswered and settled: no effect; {} admitted after its own term and before the \
+                 next holder's: findings), {} violations",
                 g.processes,
                 g.lost_lease_exits,
                 g.terms,
@@ -532,7 +540,7 @@ impl Report {
                 g.late_writes_in_flight,
                 g.late_writes_refused,
                 g.late_writes_settled,
-                g.late_writes_before_next_holder,
+                g.late_writes_before_next_term,
                 g.violations
             );
         }
@@ -650,13 +658,23 @@ impl LateWrite {
             })
             .unwrap_or_default();
         let before_next = self
-            .before_next_holder
+            .before_next_term
             .as_ref()
             .map(|b| {
+                let order = match (b.next.write, b.next.acquired) {
+                    (Some(w), Some(a)) if w < a => {
+                        format!("etcd committed it before the next holder's acquiring write (resourceVersion {w} < {a})")
+                    }
+                    (Some(w), Some(a)) => format!(
+                        "etcd committed it after the next holder's acquiring write (resourceVersion {w} > {a}): \
+                         an overlap"
+                    ),
+                    _ => "etcd's order of the two was not recorded: it may have overlapped".to_owned(),
+                };
+                let before = b.next.start.duration_since(w.time).as_secs_f64() * 1000.0;
                 format!(
-                    ": after its term ended ({}), committed before the next holder acquired \
-                     (resourceVersion {} < {})",
-                    b.term_ended, b.write, b.acquired
+                    ": after its term ended ({}), {before:.1} ms before the next holder's term began; {order}",
+                    b.term_ended
                 )
             })
             .unwrap_or_default();
@@ -708,7 +726,7 @@ mod tests {
             },
             settled: None,
             committed_before_takeover: None,
-            before_next_holder: None,
+            before_next_term: None,
             frozen: true,
             fenced,
             held,
@@ -767,7 +785,8 @@ mod tests {
                         late_writes_in_flight: 1,
                         late_writes_refused: 1,
                         late_writes_settled: 0,
-                        late_writes_before_next_holder: 0,
+                        late_writes_before_next_term: 0,
+                        late_writes_before_next_term_overlapping: 0,
                         violations: 0,
                     };
                     (p, figures)
@@ -926,9 +945,9 @@ mod tests {
     }
 
     #[test]
-    fn a_go_peer_write_after_its_term_but_before_the_next_holder_is_a_finding_not_a_pass_for_ours() {
-        // client-go's write, admitted after its lease lapsed and committed before the next holder
-        // acquired: counted and listed as a finding on its elector; the verdict holds.
+    fn a_go_peer_write_admitted_before_the_next_term_is_a_finding_but_not_for_ours() {
+        // client-go's write, received after its lease lapsed and before the next holder's term began,
+        // admitted, and committed just after the acquiring write: a finding, counted and listed.
         let mut r = complete();
         r.replicas.push(ReplicaRecord {
             identity: "nop-3-4".into(),
@@ -942,41 +961,55 @@ mod tests {
             exit: None,
             lost_lease_exit: false,
         });
-        let mut finding = late("2026-12-01T10:42:00Z", "nop-3-4", 200, true, false);
-        finding.before_next_holder = Some(BeforeNextHolder {
-            write: 9949,
-            acquired: 9952,
-            term_ended: "its lease lapsed at 2026-12-01T10:41:59Z, 1000.0 ms before the write arrived".into(),
+        let mut finding = late("2026-12-01T10:42:00.750Z", "nop-3-4", 200, true, false);
+        finding.before_next_term = Some(BeforeNextTerm {
+            term_ended: "its lease lapsed at 2026-12-01T10:41:59Z".into(),
+            next: crate::checker::NextTerm {
+                start: at("2026-12-01T10:42:00.848Z"),
+                write: Some(7207),
+                acquired: Some(7206),
+            },
         });
         r.late_writes.push(finding.clone());
         if let Some(g) = r.go_peers.get_mut(&GoPeer::ClientGo) {
             g.late_writes = 2;
-            g.late_writes_before_next_holder = 1;
+            g.late_writes_before_next_term = 1;
+            g.late_writes_before_next_term_overlapping = 1;
         }
         assert!(r.passed(MIN), "{:?}", r.failures(MIN));
         assert_eq!(r.peer_findings().count(), 1);
-        assert!(finding.describe().contains("resourceVersion 9949 < 9952"));
+        let line = finding.describe();
+        assert!(
+            line.contains("98.0 ms before the next holder's term began"),
+            "{line}"
+        );
+        assert!(
+            line.contains("(resourceVersion 7207 > 7206): an overlap"),
+            "{line}"
+        );
         let md = r.to_markdown("how");
         assert!(md.contains("## Findings on the Go peers"), "{md}");
-        // Positive control: committed after the next holder acquired, the same write is a violation of
-        // the peer, and the verdict fails.
-        let mut overlap = r.clone();
-        overlap.late_writes.retain(|w| w.before_next_holder.is_none());
-        overlap.violations.push(finding.write.clone());
-        if let Some(g) = overlap.go_peers.get_mut(&GoPeer::ClientGo) {
-            g.late_writes_before_next_holder = 0;
+        assert!(md.contains("acquiring write | 1 / 1 |"), "{md}");
+        // Positive control: the same write arriving after the next term began is a violation, and the
+        // verdict fails on the peer's control and on "no violation".
+        let mut after = r.clone();
+        after.late_writes.retain(|w| w.before_next_term.is_none());
+        after.violations.push(finding.write.clone());
+        if let Some(g) = after.go_peers.get_mut(&GoPeer::ClientGo) {
+            g.late_writes_before_next_term = 0;
+            g.late_writes_before_next_term_overlapping = 0;
             g.violations = 1;
         }
-        fails(&overlap, "no violation");
-        fails(&overlap, "client-go's late writes as a frozen leader");
+        fails(&after, "no violation");
+        fails(&after, "client-go's late writes as a frozen leader");
         assert!(
-            overlap.failures(MIN)[0].contains("0 by our replicas, 1 by the Go peers"),
+            after.failures(MIN)[0].contains("0 by our replicas, 1 by the Go peers"),
             "{:?}",
-            overlap.failures(MIN)
+            after.failures(MIN)
         );
-        // A finding counted but not accounted for in the peer's figures fails its control.
+        // A finding not accounted for in the peer's figures fails its control.
         if let Some(g) = r.go_peers.get_mut(&GoPeer::ClientGo) {
-            g.late_writes_before_next_holder = 0;
+            g.late_writes_before_next_term = 0;
         }
         fails(&r, "client-go's late writes as a frozen leader");
     }
