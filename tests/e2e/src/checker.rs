@@ -33,7 +33,7 @@ use jiff::{SignedDuration, Timestamp};
 use testenv::AuditEvent;
 
 mod settle;
-pub use settle::{Readback, Settled, settle};
+pub use settle::{Readback, Settled, settle, settle_by_fence};
 
 /// The lock object: a Lease (`leases`) or a ConfigMap (`configmaps`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -37,21 +37,38 @@ pub struct Readback {
 
 /// Why a write with an unknown answer provably took no effect.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Settled {
-    /// When the last admitted write to the object, whose `data` the object still holds, was received.
-    pub admitted_at: Timestamp,
-    /// When the object was read back.
-    pub read_at: Timestamp,
+pub enum Settled {
+    /// The object, read back after the write's deadline, still holds what the last write admitted
+    /// before it wrote ([`settle`]).
+    ReadBack {
+        /// When the last admitted write to the object, whose `data` the object still holds, was received.
+        admitted_at: Timestamp,
+        /// When the object was read back.
+        read_at: Timestamp,
+    },
+    /// The fence had already refused its writer, and nothing named the writer holder again before the
+    /// write's deadline ([`settle_by_fence`]).
+    Fenced {
+        /// When the apiserver answered the writer's earlier write with the fence's 403.
+        refused_at: Timestamp,
+    },
 }
 
 impl std::fmt::Display for Settled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "took no effect: read back at {}, the object still holds what the last admitted write (received \
-             {}) wrote",
-            self.read_at, self.admitted_at
-        )
+        match self {
+            Settled::ReadBack { admitted_at, read_at } => write!(
+                f,
+                "took no effect: read back at {read_at}, the object still holds what the last admitted write \
+                 (received {admitted_at}) wrote"
+            ),
+            Settled::Fenced { refused_at } => write!(
+                f,
+                "took no effect: the fence refused its writer at {refused_at}, before this write arrived, and no \
+                 Lease write named the writer again before this write's deadline, so admission refused this one \
+                 too, if it ran"
+            ),
+        }
     }
 }
 
@@ -101,11 +118,47 @@ pub fn settle(events: &[AuditEvent], write: &AuditEvent, back: &Readback) -> Opt
     let held = back.data.as_ref()?;
     let carrying = to_object.iter().filter(|e| data(e) == Some(held)).count();
     (admitted.stage_time < write.received && data(admitted) == Some(held) && carrying == 1).then_some(
-        Settled {
+        Settled::ReadBack {
             admitted_at: admitted.received,
             read_at: back.read_at,
         },
     )
+}
+
+/// Settles a write with an unknown answer, received with the server-side fence in force, by the fence
+/// itself. The fence admits a write only while the Lease its policy reads names the writer's pod. The
+/// proof holds when
+/// 1. an earlier write by the same writer, other than to the lock, was refused with 403 and answered
+///    before this write was received: its writers are cluster-admin, so only the fence refuses them,
+///    and at that moment the policy's Lease named another holder;
+/// 2. no successful write of the lock naming the writer as holder was answered after that refusal
+///    began and received before this write's deadline: the Lease the policy reads moves forward only,
+///    so it named someone else whenever this write's admission ran.
+///
+/// Then admission refused this write, if the request got that far. A write the apiserver admitted (2xx)
+/// is never settled: its answer tells. Nothing else is excused.
+pub fn settle_by_fence(events: &[AuditEvent], write: &AuditEvent, lock: &super::Lock) -> Option<Settled> {
+    if (200..300).contains(&write.code) {
+        return None;
+    }
+    let writer = super::writer(write);
+    let refusal = events
+        .iter()
+        .filter(|e| e.is_write() && e.code == 403 && super::writer(e) == writer)
+        .filter(|e| !lock.matches(e) && e.stage_time < write.received)
+        .max_by_key(|e| e.stage_time)?;
+    let until = deadline(write);
+    let named_again = events.iter().any(|e| {
+        lock.matches(e)
+            && e.is_write()
+            && (200..300).contains(&e.code)
+            && e.lock_holder().as_deref() == Some(writer)
+            && e.stage_time >= refusal.received
+            && e.received <= until
+    });
+    (!named_again).then_some(Settled::Fenced {
+        refused_at: refusal.stage_time,
+    })
 }
 
 #[cfg(test)]
@@ -155,7 +208,7 @@ mod tests {
         let settled = settle(&log, &log[2], &back(10_000, 2));
         assert_eq!(
             settled,
-            Some(Settled {
+            Some(Settled::ReadBack {
                 admitted_at: at(100),
                 read_at: at(10_000)
             })
@@ -194,5 +247,44 @@ mod tests {
         // Two writes carrying the same data: the object cannot tell them apart.
         let log = vec![write(0, 200, 1), write(5000, 504, 1)];
         assert_eq!(settle(&log, &log[1], &back(10_000, 1)), None);
+    }
+
+    fn lease_write(ms: i64, holder: &str) -> AuditEvent {
+        let mut e = write(ms, 200, 0);
+        e.resource = "leases".into();
+        e.api_group = "coordination.k8s.io".into();
+        e.name = "lock".into();
+        e.request_uri = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/lock".into();
+        e.request_object = Some(json!({"spec": {"holderIdentity": holder, "leaseDurationSeconds": 4}}));
+        e
+    }
+
+    #[test]
+    fn an_unknown_answer_after_the_fence_refused_its_writer_is_settled_by_the_fence() {
+        let lock = crate::checker::Lock::lease("ns", "lock");
+        // go-1's write at 1000 was refused (403); its write at 2000 got a 504.
+        let log = vec![lease_write(0, "go-2"), write(1000, 403, 1), write(2000, 504, 2)];
+        assert_eq!(
+            settle_by_fence(&log, &log[2], &lock),
+            Some(Settled::Fenced { refused_at: at(1005) })
+        );
+        // Positive controls: an admitted write, no refusal before it, or go-1 named holder again before
+        // its deadline.
+        let admitted = vec![write(1000, 403, 1), write(2000, 200, 2)];
+        assert_eq!(settle_by_fence(&admitted, &admitted[1], &lock), None);
+        let unrefused = vec![lease_write(0, "go-2"), write(2000, 504, 2)];
+        assert_eq!(settle_by_fence(&unrefused, &unrefused[1], &lock), None);
+        let refused_after = vec![write(2000, 504, 2), write(2100, 403, 1)];
+        assert_eq!(settle_by_fence(&refused_after, &refused_after[0], &lock), None);
+        let reacquired = vec![
+            write(1000, 403, 1),
+            lease_write(1500, "go-1"),
+            write(2000, 504, 2),
+        ];
+        assert_eq!(settle_by_fence(&reacquired, &reacquired[2], &lock), None);
+        let mut other_writer = log[1].clone();
+        other_writer.user_agent = "lease-candidate/v1 (go-3)".into();
+        let by_another = vec![other_writer, log[2].clone()];
+        assert_eq!(settle_by_fence(&by_another, &by_another[1], &lock), None);
     }
 }

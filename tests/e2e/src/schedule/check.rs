@@ -142,6 +142,11 @@ impl World<'_> {
                         .unwrap_or_else(|problem| {
                             unsettled.push(problem);
                             None
+                        })
+                        .or_else(|| {
+                            fenced
+                                .then(|| checker::settle_by_fence(&judged, e, &lock))
+                                .flatten()
                         }),
                     _ => None,
                 };

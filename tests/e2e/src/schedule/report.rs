@@ -882,7 +882,7 @@ mod tests {
         // A 504 the object proved to have taken no effect is counted, shown and not a violation.
         let mut r = complete();
         let mut unanswered = late("2026-12-01T10:41:00Z", "nop-3-1", 504, true, false);
-        unanswered.settled = Some(Settled {
+        unanswered.settled = Some(Settled::ReadBack {
             admitted_at: at("2026-12-01T10:39:00Z"),
             read_at: at("2026-12-01T10:50:00Z"),
         });
