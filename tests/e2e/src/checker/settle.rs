@@ -1,9 +1,9 @@
 //! Settling a write whose answer did not tell: one the apiserver never answered (cut off by a restart)
 //! or failed with a 5xx other than 503 (a 504 when the request's own deadline passed first, say). Such
 //! a write *may* have taken effect, and the checker counts it as a violation unless the object itself
-//! proves otherwise.
+//! or the fence proves otherwise.
 //!
-//! The proof reads the object back after the run. It holds when
+//! The first proof ([`settle`]) reads the object back after the run. It holds when
 //! 1. every write to the object in the audit log is a full update or create (a patch's body is not the
 //!    object, so it proves nothing), and the log records each one's body;
 //! 2. the last write the apiserver admitted (2xx) completed before the unsettled write was received;
@@ -14,8 +14,13 @@
 //!
 //! Then the unsettled write took no effect. Had it been persisted, it was persisted after the admitted
 //! write (it arrived after that one completed), so the object would hold its `data` or that of a later
-//! write; none of those is what was read back. Nothing else is excused: a write that fails any of
-//! these stays a violation.
+//! write; none of those is what was read back.
+//!
+//! The second proof ([`settle_by_fence`]) needs no read: with the server-side fence in force, the fence
+//! had already refused the writer, and nothing named the writer holder again before the write's
+//! deadline, so admission refused the write too, if it ran.
+//!
+//! Nothing else is excused: a write that fails both proofs stays a violation.
 
 use std::time::Duration;
 
