@@ -523,28 +523,49 @@ fn reliability(j: &Value) -> anyhow::Result<String> {
         codes(at(j, "/frozen_writes_by_code")?),
         n(j, "/fence_on/fence_refusals")?,
     );
-    if let Some(go) = j.get("client_go").filter(|g| !g.is_null()) {
-        s += &format!(
-            " client-go's candidate led {} terms and sent {} writes; {} of them were late, {} refused, {} \
-             violations.",
-            n(go, "/terms")?,
-            n(go, "/writes_checked")?,
+    let peer = |name: &str| j.get(name).filter(|g| !g.is_null());
+    let number = |v: &Value, pointer: &str| -> anyhow::Result<u64> {
+        at(v, pointer)?
+            .as_u64()
+            .with_context(|| format!("{pointer} is not a count"))
+    };
+    let mut peer_violations = 0;
+    for go in ["client_go", "go_provider"].iter().filter_map(|name| peer(name)) {
+        peer_violations += number(go, "/violations")?;
+    }
+    s += &format!(
+        " Of the violations, {} by our replicas and {peer_violations} by the Go peers.",
+        number(j, "/violations")?.saturating_sub(peer_violations)
+    );
+    let late = |go: &Value| -> anyhow::Result<String> {
+        Ok(format!(
+            "{} of them were late: {} refused, {} whose answer did not tell proven to have taken no effect, {} \
+             admitted after its own term but before the next holder's term began (findings, listed in the \
+             report; {} of them committed after the next holder's acquiring write), {} violations",
             n(go, "/late_writes")?,
             n(go, "/late_writes_refused")?,
+            n(go, "/late_writes_settled")?,
+            n(go, "/late_writes_before_next_term")?,
+            n(go, "/late_writes_before_next_term_overlapping")?,
             n(go, "/violations")?,
+        ))
+    };
+    if let Some(go) = peer("client_go") {
+        s += &format!(
+            " client-go's candidate led {} terms and sent {} writes; {}.",
+            n(go, "/terms")?,
+            n(go, "/writes_checked")?,
+            late(go)?,
         );
     }
-    if let Some(go) = j.get("go_provider").filter(|g| !g.is_null()) {
+    if let Some(go) = peer("go_provider") {
         s += &format!(
             " The Go provider (provider-nop-go) led {} terms and sent {} writes ({} of its NopResource work \
-             admitted); {} of them were late, {} refused, {} violations; {} of its processes exited on \
-             losing the Lease and were restarted.",
+             admitted); {}; {} of its processes exited on losing the Lease and were restarted.",
             n(go, "/terms")?,
             n(go, "/writes_checked")?,
             n(go, "/work_admitted")?,
-            n(go, "/late_writes")?,
-            n(go, "/late_writes_refused")?,
-            n(go, "/violations")?,
+            late(go)?,
             n(go, "/lost_lease_exits")?,
         );
     }
