@@ -344,6 +344,40 @@ pub fn before_next_term(terms: &[Term], e: &AuditEvent) -> Option<NextTerm> {
     })
 }
 
+/// A release of the lock by a writer it did not name: the last successful lock write before it named
+/// another holder, and this one, by someone else, names nobody.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignRelease {
+    /// When the release was received.
+    pub time: Timestamp,
+    /// Who released.
+    pub writer: String,
+    /// Whose term it ended.
+    pub holder: String,
+}
+
+/// Every successful release of `lock` by a writer other than its holder at that moment (see
+/// [`ForeignRelease`]). client-go's `tryRelease` re-reads the lock but judges leadership by the record it
+/// observed before, so a leader that lost the lock without seeing its successor releases the successor's
+/// term.
+pub fn foreign_releases(events: &[AuditEvent], lock: &Lock) -> Vec<ForeignRelease> {
+    let mut out = Vec::new();
+    let mut holder = String::new();
+    for w in lock_writes(events, lock) {
+        let named = w.lock_holder().unwrap_or_default();
+        let writer = writer(w);
+        if named.is_empty() && !holder.is_empty() && holder != writer {
+            out.push(ForeignRelease {
+                time: w.received,
+                writer: writer.to_owned(),
+                holder: holder.clone(),
+            });
+        }
+        holder = named;
+    }
+    out
+}
+
 /// Checks that every write selected by `is_controller_write` was made by a replica inside one of its own
 /// terms of `lock`, whatever the apiserver answered (each finding has the answer in
 /// [`Violation::code`]). The replica is the write's [`writer`]. `events` may include requests that
@@ -619,6 +653,22 @@ mod tests {
         let mut stranger = before[1].clone();
         stranger.user_agent = "x/1 (c)".into();
         assert_eq!(before_next_term(&terms, &stranger), None);
+    }
+
+    #[test]
+    fn a_release_by_another_than_the_holder_is_found() {
+        let lock = Lock::lease("ns", "lock");
+        // a holds, b takes over after expiry, then a (stale) releases b's term; b's own release is fine.
+        let log = vec![
+            lease(0, "a", "a"),
+            lease(5000, "b", "b"),
+            lease(5500, "a", ""),
+            lease(6000, "c", "c"),
+            lease(7000, "c", ""),
+        ];
+        let found = foreign_releases(&log, &lock);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!((found[0].writer.as_str(), found[0].holder.as_str()), ("a", "b"));
     }
 
     #[test]

@@ -541,13 +541,17 @@ fn reliability(j: &Value) -> anyhow::Result<String> {
         Ok(format!(
             "{} of them were late: {} refused, {} whose answer did not tell proven to have taken no effect, {} \
              admitted after its own term but before the next holder's term began (findings, listed in the \
-             report; {} of them committed after the next holder's acquiring write), {} violations",
+             report; {} of them committed after the next holder's acquiring write), {} whose answer did not \
+             tell and that nothing proves either way (findings), {} violations; it released the Lease {} times \
+             while another replica held it",
             n(go, "/late_writes")?,
             n(go, "/late_writes_refused")?,
             n(go, "/late_writes_settled")?,
             n(go, "/late_writes_before_next_term")?,
             n(go, "/late_writes_before_next_term_overlapping")?,
+            n(go, "/late_writes_unproven")?,
             n(go, "/violations")?,
+            n(go, "/foreign_releases")?,
         ))
     };
     if let Some(go) = peer("client_go") {

@@ -160,7 +160,7 @@ impl World<'_> {
                 let before_next_term = event
                     .filter(|_| go_peer && committed_before_takeover.is_none() && v.may_have_taken_effect())
                     .and_then(|e| before_next_term(&lock_terms, &judged, e));
-                let late = LateWrite {
+                let mut late = LateWrite {
                     write: v.clone(),
                     frozen,
                     fenced,
@@ -168,6 +168,7 @@ impl World<'_> {
                     settled,
                     committed_before_takeover,
                     before_next_term,
+                    unproven: false,
                 };
                 if late.committed_before_takeover.is_some() {
                     // Received inside its term; etcd committed it before the next holder's acquiring
@@ -186,6 +187,14 @@ impl World<'_> {
                     // A Go peer's write after its own term that arrived while the Lease still named it
                     // (the next holder's acquisition unanswered): beyond what an admission-time fence can
                     // refuse. A finding, counted and listed next to the verdict with etcd's order.
+                    report.late_writes.push(late);
+                    continue;
+                }
+                if go_peer && late.may_have_taken_effect() && !(200..300).contains(&v.code) {
+                    // A Go peer's write whose answer did not tell (a request it canceled as it exited on
+                    // losing the Lease, say), received after the next holder's term began, that no proof
+                    // settled: unknown either way. A finding, counted and listed next to the verdict.
+                    late.unproven = true;
                     report.late_writes.push(late);
                     continue;
                 }
@@ -355,6 +364,11 @@ impl World<'_> {
                 .count(),
             late_writes_settled: late.iter().filter(|w| w.settled.is_some()).count(),
             late_writes_before_next_term: late.iter().filter(|w| w.before_next_term.is_some()).count(),
+            late_writes_unproven: late.iter().filter(|w| w.unproven).count(),
+            foreign_releases: checker::foreign_releases(events, &lock)
+                .into_iter()
+                .filter(|r| ids.contains(r.writer.as_str()))
+                .collect(),
             late_writes_before_next_term_overlapping: late
                 .iter()
                 .filter(|w| w.before_next_term.as_ref().is_some_and(|b| b.next.overlapped()))

@@ -117,6 +117,7 @@ impl Report {
                     "acquiring_resource_version": b.next.acquired,
                     "may_have_overlapped": b.next.overlapped(),
                 })),
+                "unproven": w.unproven,
             })).collect::<Vec<_>>(),
             "late_writes_committed_before_takeover": self.committed_before_takeover(),
             "go_peer_findings": self.peer_findings().count(),
@@ -274,6 +275,8 @@ impl Report {
                  taken no effect | {} / {} / {} / {} |\n\
                  | Late writes admitted after its own term and before the next holder's (findings, listed below) \
                  / of which committed by etcd after the next holder's acquiring write | {} / {} |\n\
+                 | Late writes whose answer did not tell, proven neither way (findings, listed below) | {} |\n\
+                 | Releases of the Lease while another held it (findings, listed below) | {} |\n\
                  | Violations | {} |",
                 g.processes,
                 g.lost_lease_exits,
@@ -286,28 +289,53 @@ impl Report {
                 g.late_writes_settled,
                 g.late_writes_before_next_term,
                 g.late_writes_before_next_term_overlapping,
+                g.late_writes_unproven,
+                g.foreign_releases.len(),
                 g.violations
             );
         }
         let findings: Vec<&LateWrite> = self.peer_findings().collect();
-        if !findings.is_empty() {
+        let releases: Vec<&crate::checker::ForeignRelease> =
+            self.go_peers.values().flat_map(|g| &g.foreign_releases).collect();
+        if !findings.is_empty() || !releases.is_empty() {
             let _ = writeln!(
                 s,
                 "\n## Findings on the Go peers\n\n\
-                 Writes by a Go peer that the apiserver admitted after the peer's own term had ended (its \
-                 lease had lapsed, or its own release was in flight beside the write) and that arrived \
-                 before the next holder's term began. Until the next holder's acquisition is committed and \
-                 seen by the fence's policy, the Lease still names the old holder, and the fence, an \
-                 admission check that cannot read the clock, admits its writes. client-go checks nothing \
-                 before a write, so a client-go leader frozen past its lease and resumed at the takeover \
-                 writes into that instant. Where etcd committed such a write after the next holder's \
-                 acquiring write, the two holders overlapped. The verdict lists these writes here and \
-                 counts them next to the peer's control rather than as violations. Our replicas get no such \
-                 allowance: they check their own term before every write, and any write of theirs outside \
-                 it is a violation.\n"
+                 The Go peers are judged as ours are, with two kinds of write listed here and counted next to \
+                 each peer's control rather than as violations. Our replicas get no such allowance: they \
+                 check their own term before every write, and any write of theirs outside it is a \
+                 violation.\n\n\
+                 - **Admitted after its own term, before the next holder's began.** The peer's lease had \
+                 lapsed, or its own release was in flight beside the write. Until the next holder's \
+                 acquisition is committed and seen by the fence's policy, the Lease still names the old \
+                 holder, and the fence, an admission check that cannot read the clock, admits its writes. \
+                 client-go checks nothing before a write, so a client-go leader frozen past its lease and \
+                 resumed at the takeover writes into that instant. Where etcd committed such a write after \
+                 the next holder's acquiring write, the two holders overlapped.\n\
+                 - **An answer that did not tell, proven neither way.** Received after the next holder's \
+                 term began, cut off or failed with a 5xx other than 503 (controller-runtime exits on \
+                 losing the Lease and cancels what it had in flight), and neither its object read back nor \
+                 an earlier refusal of its writer by the fence proves it took no effect.\n"
             );
             for w in findings {
                 let _ = writeln!(s, "- {}", w.describe());
+            }
+            if !releases.is_empty() {
+                let _ = writeln!(
+                    s,
+                    "\nReleases of the Lease by a Go peer while another replica held it. client-go's \
+                     `tryRelease` re-reads the Lease for its resourceVersion but judges leadership by the \
+                     record it observed before; a leader that lost the Lease without seeing its successor \
+                     (frozen, then refused on renewal) releases the successor's term. Our replicas, seeing \
+                     their Lease released by someone else, step down.\n"
+                );
+                for r in releases {
+                    let _ = writeln!(
+                        s,
+                        "- {} {} released the Lease held by {}",
+                        r.time, r.writer, r.holder
+                    );
+                }
             }
         }
         if !self.terms_by_implementation.is_empty() {
@@ -393,6 +421,8 @@ fn go_json(g: &GoPeerFigures) -> serde_json::Value {
         "late_writes_settled": g.late_writes_settled,
         "late_writes_before_next_term": g.late_writes_before_next_term,
         "late_writes_before_next_term_overlapping": g.late_writes_before_next_term_overlapping,
+        "late_writes_unproven": g.late_writes_unproven,
+        "foreign_releases": g.foreign_releases.len(),
         "violations": g.violations,
     })
 }
@@ -421,6 +451,7 @@ mod tests {
             held: true,
             committed_before_takeover: None,
             before_next_term: None,
+            unproven: false,
             settled: None,
         }
     }
@@ -468,6 +499,8 @@ mod tests {
             late_writes_settled: 0,
             late_writes_before_next_term: 0,
             late_writes_before_next_term_overlapping: 0,
+            late_writes_unproven: 0,
+            foreign_releases: Vec::new(),
             violations: 0,
         };
         let report = Report {

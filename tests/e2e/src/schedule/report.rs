@@ -76,6 +76,11 @@ pub struct LateWrite {
     /// began ([`crate::checker::before_next_term`]): a finding on the peer's elector and on the fence's
     /// reach, counted and listed, not a violation. Ours get no such allowance.
     pub before_next_term: Option<BeforeNextTerm>,
+    /// A Go peer's write received after the next holder's term began whose answer did not tell (never
+    /// answered, or a 5xx other than 503: a request the peer canceled as it exited on losing the Lease,
+    /// say) and that no proof settled: its outcome is unknown. Listed and counted next to the peer's
+    /// control, not a violation; ours get no such allowance.
+    pub unproven: bool,
 }
 
 /// A Go peer's write that arrived after its writer's term had ended (its lease lapsed, or it had released
@@ -184,6 +189,11 @@ pub struct GoPeerFigures {
     /// Of those findings, how many etcd committed after the next holder's acquiring write (or in an order
     /// not recorded): the write may have overlapped the next term.
     pub late_writes_before_next_term_overlapping: usize,
+    /// Of its late writes, how many got an answer that did not tell and were proven neither way (see
+    /// [`LateWrite::unproven`]): findings, not violations.
+    pub late_writes_unproven: usize,
+    /// Its releases of the Lease while another held it ([`crate::checker::ForeignRelease`]).
+    pub foreign_releases: Vec<crate::checker::ForeignRelease>,
     /// Violations among its writes.
     pub violations: usize,
 }
@@ -294,7 +304,9 @@ impl Report {
     /// The Go peers' writes admitted after their own term and before the next holder's
     /// ([`BeforeNextTerm`]): findings, shown next to the verdict.
     pub fn peer_findings(&self) -> impl Iterator<Item = &LateWrite> {
-        self.late_writes.iter().filter(|w| w.before_next_term.is_some())
+        self.late_writes
+            .iter()
+            .filter(|w| w.before_next_term.is_some() || w.unproven)
     }
 
     /// Whether `identity` is one of the Go peers' processes.
@@ -336,7 +348,11 @@ impl Report {
             .iter()
             .filter(|v| self.is_go_peer(&v.identity))
             .count();
-        let findings = self.peer_findings().count();
+        let findings = self
+            .peer_findings()
+            .filter(|w| w.before_next_term.is_some())
+            .count();
+        let unproven = self.peer_findings().filter(|w| w.unproven).count();
         let overlapping = self
             .peer_findings()
             .filter(|w| w.before_next_term.as_ref().is_some_and(|b| b.next.overlapped()))
@@ -347,7 +363,8 @@ impl Report {
                 "{} violations: {} by our replicas, {by_peers} by the Go peers ({} writes answered after a \
                  takeover but committed before it, by resourceVersion: not overlaps, listed among the late \
                  writes; {findings} Go peer writes admitted after their own term and before the next \
-                 holder's, {overlapping} of them committed after its acquiring write: findings, listed)",
+                 holder's, {overlapping} of them committed after its acquiring write, and {unproven} Go peer \
+                 writes whose answer did not tell, proven neither way: findings, listed)",
                 self.violations.len(),
                 self.violations.len() - by_peers,
                 self.committed_before_takeover(),
@@ -445,16 +462,21 @@ impl Report {
                 format!(
                     "{} late writes, {} refused, {} unanswered and proven by their object to have taken no \
                      effect, {} admitted after its term and before the next holder's (findings, listed; {} of \
-                     them committed after the next holder's acquiring write), {} violations",
+                     them committed after the next holder's acquiring write), {} whose answer did not tell, \
+                     proven neither way (findings, listed), {} violations",
                     go.late_writes,
                     go.late_writes_refused,
                     go.late_writes_settled,
                     go.late_writes_before_next_term,
                     go.late_writes_before_next_term_overlapping,
+                    go.late_writes_unproven,
                     go.violations
                 ),
                 go.late_writes_refused > 0
-                    && go.late_writes_refused + go.late_writes_settled + go.late_writes_before_next_term
+                    && go.late_writes_refused
+                        + go.late_writes_settled
+                        + go.late_writes_before_next_term
+                        + go.late_writes_unproven
                         == go.late_writes
                     && go.violations == 0,
             );
@@ -530,7 +552,8 @@ impl Report {
                 "{peer}, with the fence: {} processes ({} exited on losing the Lease, restarted), {} terms, {} \
                  writes checked ({} of its work admitted), {} late writes ({} in flight at its freeze; {} \
                  refused, {} unanswered and settled: no effect; {} admitted after its own term and before the \
-                 next holder's: findings), {} violations",
+                 next holder's, {} whose answer did not tell and proven neither way: findings; {} releases of \
+                 another holder's Lease), {} violations",
                 g.processes,
                 g.lost_lease_exits,
                 g.terms,
@@ -541,6 +564,8 @@ impl Report {
                 g.late_writes_refused,
                 g.late_writes_settled,
                 g.late_writes_before_next_term,
+                g.late_writes_unproven,
+                g.foreign_releases.len(),
                 g.violations
             );
         }
@@ -678,8 +703,14 @@ impl LateWrite {
                 )
             })
             .unwrap_or_default();
+        let unproven = if self.unproven {
+            ": its answer did not tell, and nothing proves its outcome either way (a Go peer's write: listed, \
+             not a violation)"
+        } else {
+            ""
+        };
         format!(
-            "{} {}{} {} {} -> HTTP {} (holder {}){settled}{committed}{before_next}",
+            "{} {}{} {} {} -> HTTP {} (holder {}){settled}{committed}{before_next}{unproven}",
             w.time,
             w.identity,
             if self.frozen { " (frozen)" } else { "" },
@@ -727,6 +758,7 @@ mod tests {
             settled: None,
             committed_before_takeover: None,
             before_next_term: None,
+            unproven: false,
             frozen: true,
             fenced,
             held,
@@ -787,6 +819,8 @@ mod tests {
                         late_writes_settled: 0,
                         late_writes_before_next_term: 0,
                         late_writes_before_next_term_overlapping: 0,
+                        late_writes_unproven: 0,
+                        foreign_releases: Vec::new(),
                         violations: 0,
                     };
                     (p, figures)
@@ -1012,6 +1046,26 @@ mod tests {
             g.late_writes_before_next_term = 0;
         }
         fails(&r, "client-go's late writes as a frozen leader");
+    }
+
+    #[test]
+    fn a_go_peer_write_with_an_unknown_answer_is_a_finding_and_fails_its_control_unaccounted() {
+        let mut r = complete();
+        let mut w = late("2026-12-01T10:42:00Z", "nop-4-1", 504, true, false);
+        w.unproven = true;
+        assert!(w.describe().contains("proves its outcome either way"));
+        r.late_writes.push(w);
+        if let Some(g) = r.go_peers.get_mut(&GoPeer::Provider) {
+            g.late_writes = 2;
+            g.late_writes_unproven = 1;
+        }
+        assert!(r.passed(MIN), "{:?}", r.failures(MIN));
+        assert_eq!(r.peer_findings().count(), 1);
+        // Positive control: not accounted for as a finding, it fails the peer's control.
+        if let Some(g) = r.go_peers.get_mut(&GoPeer::Provider) {
+            g.late_writes_unproven = 0;
+        }
+        fails(&r, "the Go provider's late writes as a frozen leader");
     }
 
     #[test]
