@@ -77,6 +77,8 @@ pub struct Term {
     pub lease_duration: Duration,
     /// When the apiserver received the next successful write naming someone else (or a release).
     pub next_write: Option<Timestamp>,
+    /// Whether that next write was the holder's own release.
+    pub released: bool,
     /// When the next term of another holder began (its acquiring write's response was complete).
     pub next_start: Option<Timestamp>,
     /// The `resourceVersion` etcd gave that acquiring write, if the audit log recorded it.
@@ -210,6 +212,7 @@ pub fn terms(events: &[AuditEvent], lock: &Lock) -> Vec<Term> {
                     && t.next_write.is_none()
                 {
                     t.next_write = Some(w.received);
+                    t.released = holder.is_empty() && writer(w) == t.holder;
                 }
                 if !holder.is_empty() {
                     for t in terms.iter_mut().rev() {
@@ -227,6 +230,7 @@ pub fn terms(events: &[AuditEvent], lock: &Lock) -> Vec<Term> {
                         last_renew: w.received,
                         lease_duration: duration,
                         next_write: None,
+                        released: false,
                         next_start: None,
                         next_start_committed: None,
                     });
@@ -301,11 +305,35 @@ pub fn committed_before_takeover(terms: &[Term], e: &AuditEvent) -> Option<(u64,
     (write < takeover).then_some((write, takeover))
 }
 
-/// The next holder's term after its writer's last term, for a write that arrived after that term had
-/// ended (its lease lapsed, or it released the lock) but before the next holder's term began (the
-/// answer to its acquiring write): see [`before_next_term`].
+/// How a holder's term ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TermEnd {
+    /// Its lease lapsed before anyone wrote the lock.
+    Lapsed,
+    /// It released the lock.
+    Released,
+    /// Someone else wrote the lock.
+    Overwritten,
+}
+
+impl std::fmt::Display for TermEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TermEnd::Lapsed => "its lease lapsed",
+            TermEnd::Released => "its own release arrived",
+            TermEnd::Overwritten => "the next Lease write arrived",
+        })
+    }
+}
+
+/// For a write that arrived after its writer's last term had ended (see [`before_next_term`]): how and
+/// when that term ended, and the next holder's term, with etcd's order of the two writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NextTerm {
+    /// When the writer's term ended ([`Term::valid_until`]).
+    pub ended: Timestamp,
+    /// How it ended.
+    pub end: TermEnd,
     /// When the next holder's term began.
     pub start: Timestamp,
     /// The `resourceVersion` etcd gave the write, if recorded.
@@ -337,7 +365,15 @@ pub fn before_next_term(terms: &[Term], e: &AuditEvent) -> Option<NextTerm> {
         .rev()
         .find(|t| t.holder == identity && t.start <= e.received)?;
     let start = term.next_start?;
+    let ended = term.valid_until();
+    let end = match term.next_write {
+        Some(next) if next == ended && term.released => TermEnd::Released,
+        Some(next) if next == ended => TermEnd::Overwritten,
+        _ => TermEnd::Lapsed,
+    };
     (e.received < start).then_some(NextTerm {
+        ended,
+        end,
         start,
         write: e.committed,
         acquired: term.next_start_committed,
@@ -636,6 +672,12 @@ mod tests {
         let next = before_next_term(&terms, &before[1]);
         assert_eq!(next.map(|n| (n.write, n.acquired)), Some((Some(11), Some(12))));
         assert_eq!(next.map(|n| n.overlapped()), Some(false));
+        assert_eq!(next.map(|n| n.end), Some(TermEnd::Lapsed));
+        // a released before writing: its term ended by its own release.
+        let mut released = before.clone();
+        released.insert(1, committed(lease(3000, "a", ""), 10));
+        let next = before_next_term(&super::terms(&released, &lock), &released[2]);
+        assert_eq!(next.map(|n| n.end), Some(TermEnd::Released));
         // Committed after b's acquiring write, or with no version recorded: it may have overlapped.
         let after = log(4100, Some(13));
         let next = before_next_term(&super::terms(&after, &lock), &after[1]);

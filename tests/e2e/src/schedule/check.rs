@@ -26,10 +26,10 @@ use kube::Api;
 use testenv::AuditEvent;
 
 use super::fence::PROBE_PREFIX;
-use super::report::{AuditFigures, BeforeNextTerm, Expected, FreezeRecord, GoPeerFigures, LateWrite};
+use super::report::{AuditFigures, Expected, FreezeRecord, GoPeerFigures, LateWrite};
 use super::world::World;
 use super::{CURRENT_VERSION, Fault, GoPeer, Group, NEXT_VERSION, Report};
-use crate::checker::{self, Lock, Readback, Settled, Term, Violation, writer};
+use crate::checker::{self, Lock, Readback, Settled, Violation, writer};
 
 /// Answers with which the apiserver refuses a write before validating admission runs, so before the
 /// fence can: a stale resourceVersion (409) or a missing object (404).
@@ -95,6 +95,12 @@ impl World<'_> {
         report.violations.extend(misattributed);
 
         let mut unsettled = Vec::new();
+        let go_ids: BTreeSet<&str> = self
+            .history
+            .iter()
+            .filter(|r| r.go.is_some())
+            .map(|r| r.identity.as_str())
+            .collect();
         for g in Group::ALL {
             let lock = Lock::lease(&self.ns, g.lease());
             let identities: BTreeSet<&str> = self
@@ -153,13 +159,10 @@ impl World<'_> {
                 let committed_before_takeover =
                     event.and_then(|e| checker::committed_before_takeover(&lock_terms, e));
                 // Only a Go peer's write is placed against the next holder: ours must stay in their term.
-                let go_peer = self
-                    .history
-                    .iter()
-                    .any(|r| r.go.is_some() && r.identity == v.identity);
+                let go_peer = go_ids.contains(v.identity.as_str());
                 let before_next_term = event
                     .filter(|_| go_peer && committed_before_takeover.is_none() && v.may_have_taken_effect())
-                    .and_then(|e| before_next_term(&lock_terms, &judged, e));
+                    .and_then(|e| checker::before_next_term(&lock_terms, e));
                 let mut late = LateWrite {
                     write: v.clone(),
                     frozen,
@@ -371,7 +374,7 @@ impl World<'_> {
                 .collect(),
             late_writes_before_next_term_overlapping: late
                 .iter()
-                .filter(|w| w.before_next_term.as_ref().is_some_and(|b| b.next.overlapped()))
+                .filter(|w| w.before_next_term.as_ref().is_some_and(|b| b.overlapped()))
                 .count(),
             violations: report
                 .violations
@@ -458,38 +461,4 @@ impl World<'_> {
         report.attributed_writes = checked;
         violations
     }
-}
-
-/// A Go peer's write that arrived after its own last term had ended and before the next holder's term
-/// began ([`checker::before_next_term`]), with how its term had ended: its lease lapsed, or the next
-/// Lease write (its own release, or another's acquisition) arrived.
-fn before_next_term(terms: &[Term], judged: &[AuditEvent], e: &AuditEvent) -> Option<BeforeNextTerm> {
-    let next = checker::before_next_term(terms, e)?;
-    let identity = writer(e);
-    let term = terms
-        .iter()
-        .rev()
-        .find(|t| t.holder == identity && t.start <= e.received)?;
-    let ended = term.valid_until();
-    let how = match term.next_write {
-        Some(next_write) if next_write == ended => {
-            let release = judged.iter().any(|w| {
-                w.resource == "leases"
-                    && w.received == next_write
-                    && writer(w) == identity
-                    && w.lock_holder().is_some_and(|h| h.is_empty())
-            });
-            if release {
-                "its own release arrived"
-            } else {
-                "the next Lease write arrived"
-            }
-        }
-        _ => "its lease lapsed",
-    };
-    let after = e.received.duration_since(ended).as_secs_f64() * 1000.0;
-    Some(BeforeNextTerm {
-        term_ended: format!("{how} at {ended}, {after:.1} ms before the write arrived"),
-        next,
-    })
 }

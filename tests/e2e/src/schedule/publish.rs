@@ -8,6 +8,7 @@ use serde_json::json;
 
 use super::report::{GoPeerFigures, LateWrite};
 use super::{Fault, GoPeer, Report};
+use crate::checker::Settled;
 
 impl Report {
     /// Violations found with the fence off and with it on (by when the offending write arrived).
@@ -28,7 +29,8 @@ impl Report {
             .count()
     }
 
-    /// Late writes whose answer did not tell, proven by their object read back to have taken no effect.
+    /// Late writes whose answer did not tell, proven to have taken no effect (by their object read back,
+    /// or by the fence's earlier refusal of their writer).
     pub fn settled(&self) -> usize {
         self.late_writes.iter().filter(|w| w.settled.is_some()).count()
     }
@@ -111,11 +113,12 @@ impl Report {
                 "settled": w.settled.as_ref().map(ToString::to_string),
                 "committed_before_takeover": w.committed_before_takeover.map(|(w, t)| json!({"write": w, "takeover": t})),
                 "before_next_term": w.before_next_term.as_ref().map(|b| json!({
-                    "term_ended": b.term_ended,
-                    "next_term_began": b.next.start.to_string(),
-                    "write_resource_version": b.next.write,
-                    "acquiring_resource_version": b.next.acquired,
-                    "may_have_overlapped": b.next.overlapped(),
+                    "term_ended": b.ended.to_string(),
+                    "term_ended_by": b.end.to_string(),
+                    "next_term_began": b.start.to_string(),
+                    "write_resource_version": b.write,
+                    "acquiring_resource_version": b.acquired,
+                    "may_have_overlapped": b.overlapped(),
                 })),
                 "unproven": w.unproven,
             })).collect::<Vec<_>>(),
@@ -208,9 +211,16 @@ impl Report {
             ),
             ("Fence refusals (403)", self.fence_refusals().to_string()),
             (
-                "Late writes whose answer did not tell (never answered, 5xx), proven by their object read \
-                 back to have taken no effect",
-                self.settled().to_string(),
+                "Late writes whose answer did not tell (never answered, 5xx), proven to have taken no effect: \
+                 all / by their object read back / by the fence's earlier refusal of their writer",
+                {
+                    let by_fence = self
+                        .late_writes
+                        .iter()
+                        .filter(|w| matches!(w.settled, Some(Settled::Fenced { .. })))
+                        .count();
+                    format!("{} / {} / {by_fence}", self.settled(), self.settled() - by_fence)
+                },
             ),
             (
                 "Resources expected / present / Ready / lost",

@@ -10,7 +10,7 @@ use jiff::Timestamp;
 
 use super::{Fault, GoPeer, Group, REPLICAS};
 
-use crate::checker::{Settled, Violation};
+use crate::checker::{NextTerm, Settled, Violation};
 
 /// One fault as it ran.
 #[derive(Debug, Clone)]
@@ -65,36 +65,26 @@ pub struct LateWrite {
     /// Delivered late by its relay: received while its sender was still stopped, after a freeze that
     /// caught writes in flight.
     pub held: bool,
-    /// For a write whose answer did not tell (never answered, or a 5xx other than 503): the proof, by
-    /// its object read back after the run, that it took no effect ([`crate::checker::settle`]).
+    /// For a write whose answer did not tell (never answered, or a 5xx other than 503): the proof that it
+    /// took no effect, by its object read back after the run ([`crate::checker::settle`]) or by the
+    /// fence's earlier refusal of its writer ([`crate::checker::settle_by_fence`]).
     pub settled: Option<Settled>,
     /// For a write received inside its writer's term but answered after the next holder's term began:
     /// the `resourceVersion`s of the write and of that holder's acquiring write, when etcd committed the
     /// write first ([`crate::checker::committed_before_takeover`]). Not a violation; counted.
     pub committed_before_takeover: Option<(u64, u64)>,
     /// For a Go peer's write admitted after its own term had ended but before the next holder's term
-    /// began ([`crate::checker::before_next_term`]): a finding on the peer's elector and on the fence's
-    /// reach, counted and listed, not a violation. Ours get no such allowance.
-    pub before_next_term: Option<BeforeNextTerm>,
+    /// began ([`crate::checker::before_next_term`]): how that term ended and the next one. Until the next
+    /// holder's acquisition is committed and seen by the fence's policy, the Lease still names the
+    /// writer, so the fence, an admission check that cannot read the clock, admits the write. A finding,
+    /// counted and listed, not a violation; ours get no such allowance, since they check their own term
+    /// before every write.
+    pub before_next_term: Option<NextTerm>,
     /// A Go peer's write received after the next holder's term began whose answer did not tell (never
     /// answered, or a 5xx other than 503: a request the peer canceled as it exited on losing the Lease,
     /// say) and that no proof settled: its outcome is unknown. Listed and counted next to the peer's
     /// control, not a violation; ours get no such allowance.
     pub unproven: bool,
-}
-
-/// A Go peer's write that arrived after its writer's term had ended (its lease lapsed, or it had released
-/// the Lease) and before the next holder's term began, and that the apiserver admitted. Until the next
-/// holder's acquisition is committed and seen by the fence's policy, the Lease still names the writer,
-/// so the fence, an admission check that cannot read the clock, admits it. Our replicas check their own
-/// term before every write; client-go checks nothing, and a frozen client-go leader resumed at the
-/// takeover writes on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BeforeNextTerm {
-    /// How and when its writer's term had ended, in words.
-    pub term_ended: String,
-    /// The next holder's term, and etcd's order of the write and its acquiring write.
-    pub next: crate::checker::NextTerm,
 }
 
 /// One SIGSTOP freeze of a leader as it ran.
@@ -181,10 +171,10 @@ pub struct GoPeerFigures {
     /// Of those, how many the apiserver refused (403 by the fence, or 409/404 before admission).
     pub late_writes_refused: usize,
     /// Of those, how many got an answer that did not tell (a 504 when the request's own deadline passed
-    /// during a restart, say) and were proven by their object, read back, to have taken no effect.
+    /// during a restart, say) and were proven to have taken no effect (see [`LateWrite::settled`]).
     pub late_writes_settled: usize,
     /// Of those, how many were admitted after its term had ended but arrived before the next holder's
-    /// term began (see [`BeforeNextTerm`]): findings, not violations.
+    /// term began (see [`LateWrite::before_next_term`]): findings, not violations.
     pub late_writes_before_next_term: usize,
     /// Of those findings, how many etcd committed after the next holder's acquiring write (or in an order
     /// not recorded): the write may have overlapped the next term.
@@ -302,7 +292,8 @@ impl Report {
     }
 
     /// The Go peers' writes admitted after their own term and before the next holder's
-    /// ([`BeforeNextTerm`]): findings, shown next to the verdict.
+    /// ([`LateWrite::before_next_term`]), and those whose answer did not tell, proven neither way
+    /// ([`LateWrite::unproven`]): findings, shown next to the verdict.
     pub fn peer_findings(&self) -> impl Iterator<Item = &LateWrite> {
         self.late_writes
             .iter()
@@ -355,7 +346,7 @@ impl Report {
         let unproven = self.peer_findings().filter(|w| w.unproven).count();
         let overlapping = self
             .peer_findings()
-            .filter(|w| w.before_next_term.as_ref().is_some_and(|b| b.next.overlapped()))
+            .filter(|w| w.before_next_term.as_ref().is_some_and(|b| b.overlapped()))
             .count();
         check(
             "no violation",
@@ -460,7 +451,7 @@ impl Report {
             check(
                 late,
                 format!(
-                    "{} late writes, {} refused, {} unanswered and proven by their object to have taken no \
+                    "{} late writes, {} refused, {} whose answer did not tell proven to have taken no \
                      effect, {} admitted after its term and before the next holder's (findings, listed; {} of \
                      them committed after the next holder's acquiring write), {} whose answer did not tell, \
                      proven neither way (findings, listed), {} violations",
@@ -611,7 +602,7 @@ impl Report {
         let _ = writeln!(
             s,
             "late writes (outside the writer's terms): {} ({} by frozen leaders, {} refused by the fence with 403, \
-             {} unanswered and proven by their object, read back, to have taken no effect, {} received in \
+             {} whose answer did not tell proven to have taken no effect (by the object read back or the fence's earlier refusal of the writer), {} received in \
              their term and answered after the takeover but committed before it by resourceVersion)",
             self.late_writes.len(),
             self.late_writes.iter().filter(|w| w.frozen).count(),
@@ -686,7 +677,7 @@ impl LateWrite {
             .before_next_term
             .as_ref()
             .map(|b| {
-                let order = match (b.next.write, b.next.acquired) {
+                let order = match (b.write, b.acquired) {
                     (Some(w), Some(a)) if w < a => {
                         format!("etcd committed it before the next holder's acquiring write (resourceVersion {w} < {a})")
                     }
@@ -696,10 +687,12 @@ impl LateWrite {
                     ),
                     _ => "etcd's order of the two was not recorded: it may have overlapped".to_owned(),
                 };
-                let before = b.next.start.duration_since(w.time).as_secs_f64() * 1000.0;
+                let after = w.time.duration_since(b.ended).as_secs_f64() * 1000.0;
+                let before = b.start.duration_since(w.time).as_secs_f64() * 1000.0;
                 format!(
-                    ": after its term ended ({}), {before:.1} ms before the next holder's term began; {order}",
-                    b.term_ended
+                    ": after its term ended ({} at {}, {after:.1} ms before the write arrived), {before:.1} ms \
+                     before the next holder's term began; {order}",
+                    b.end, b.ended
                 )
             })
             .unwrap_or_default();
@@ -996,13 +989,12 @@ mod tests {
             lost_lease_exit: false,
         });
         let mut finding = late("2026-12-01T10:42:00.750Z", "nop-3-4", 200, true, false);
-        finding.before_next_term = Some(BeforeNextTerm {
-            term_ended: "its lease lapsed at 2026-12-01T10:41:59Z".into(),
-            next: crate::checker::NextTerm {
-                start: at("2026-12-01T10:42:00.848Z"),
-                write: Some(7207),
-                acquired: Some(7206),
-            },
+        finding.before_next_term = Some(NextTerm {
+            ended: at("2026-12-01T10:41:59Z"),
+            end: crate::checker::TermEnd::Lapsed,
+            start: at("2026-12-01T10:42:00.848Z"),
+            write: Some(7207),
+            acquired: Some(7206),
         });
         r.late_writes.push(finding.clone());
         if let Some(g) = r.go_peers.get_mut(&GoPeer::ClientGo) {
