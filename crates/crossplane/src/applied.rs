@@ -56,15 +56,43 @@ fn stamp_of(v: &Value) -> Option<&Value> {
     v.get("metadata")?.get("annotations")?.get(ANNOTATION)
 }
 
-/// Whether every field of `want` holds in `have`: objects key by key (a null in `want` matches a
-/// missing key), arrays element by element and of the same length, anything else equal.
+/// Whether every field of `want` holds in `have`: objects key by key, arrays element by element and of
+/// the same length, anything else equal. A null, an empty object or an empty array in `want` matches a
+/// missing key: the apiserver leaves empty maps and lists out of the objects it stores for built-in
+/// types (Go's `omitempty`), so a CRD rendered with `labels: {}` comes back without `labels`.
 pub fn holds(want: &Value, have: &Value) -> bool {
+    difference(want, have).is_none()
+}
+
+/// Whether `v` is null, an empty object or an empty array.
+fn is_nothing(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Object(o) => o.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        _ => false,
+    }
+}
+
+/// The path of the first field of `want` that does not hold in `have` (see [`holds`]), as in
+/// `.spec.versions[0].name`, or `None` when every field holds.
+pub fn difference(want: &Value, have: &Value) -> Option<String> {
     match (want, have) {
-        (Value::Object(w), Value::Object(h)) => w
+        (Value::Object(w), Value::Object(h)) => w.iter().find_map(|(k, v)| match h.get(k) {
+            None if is_nothing(v) => None,
+            None => Some(format!(".{k}")),
+            Some(hv) => difference(v, hv).map(|rest| format!(".{k}{rest}")),
+        }),
+        (Value::Array(w), Value::Array(h)) if w.len() != h.len() => {
+            Some(format!(" (length {} wanted, {} found)", w.len(), h.len()))
+        }
+        (Value::Array(w), Value::Array(h)) => w
             .iter()
-            .all(|(k, v)| h.get(k).map_or(v.is_null(), |hv| holds(v, hv))),
-        (Value::Array(w), Value::Array(h)) => w.len() == h.len() && w.iter().zip(h).all(|(a, b)| holds(a, b)),
-        _ => want == have,
+            .zip(h)
+            .enumerate()
+            .find_map(|(i, (a, b))| difference(a, b).map(|rest| format!("[{i}]{rest}"))),
+        _ if want == have => None,
+        _ => Some(String::new()),
     }
 }
 
@@ -94,6 +122,35 @@ mod tests {
             &json!({"spec": {"names": {"kind": "X"}, "versions": [{"name": "v1"}, {"name": "v2"}]}})
         ));
         assert!(holds(&json!({"a": null}), &json!({})));
+    }
+
+    #[test]
+    fn an_empty_map_or_list_holds_where_the_server_left_it_out() {
+        // The apiserver stores a CRD applied with `labels: {}` without `labels`.
+        let want = json!({"metadata": {"name": "x", "labels": {}, "finalizers": []}});
+        assert!(holds(&want, &json!({"metadata": {"name": "x"}})));
+        assert!(!holds(
+            &json!({"metadata": {"labels": {"a": "b"}}}),
+            &json!({"metadata": {}})
+        ));
+        assert_eq!(
+            difference(
+                &json!({"metadata": {"labels": {"a": "b"}}}),
+                &json!({"metadata": {}})
+            ),
+            Some(".metadata.labels".to_owned())
+        );
+        assert_eq!(
+            difference(
+                &json!({"spec": {"v": [{"n": 1}]}}),
+                &json!({"spec": {"v": [{"n": 2}]}})
+            ),
+            Some(".spec.v[0].n".to_owned())
+        );
+        assert_eq!(
+            difference(&json!({"spec": {"v": [1]}}), &json!({"spec": {"v": [1, 2]}})),
+            Some(".spec.v (length 1 wanted, 2 found)".to_owned())
+        );
     }
 
     #[test]

@@ -375,6 +375,11 @@ async fn apply_crd(
         if crate::applied::unchanged(&config, &current) {
             return Ok(established(existing));
         }
+        tracing::debug!(
+            crd = %name,
+            field = crate::applied::difference(&config, &current).as_deref().unwrap_or("the stamp"),
+            "applying the rendered CRD again: a field it sets does not hold"
+        );
     }
     let pp = PatchParams::apply(CONTROLLER).force();
     let applied = match crds.patch(&name, &pp, &Patch::Apply(&config)).await {
