@@ -104,13 +104,7 @@ async fn bad_input_gives_clear_conditions_without_hot_loops() -> anyhow::Result<
         &["core", "start", "--watch-label-selector", &selector],
         &format!("bad-{id}"),
     )?;
-    let xrds = dynamic(
-        &client,
-        "apiextensions.crossplane.io",
-        "v2",
-        "CompositeResourceDefinition",
-        "compositeresourcedefinitions",
-    );
+    let xrds = xrd_api(&client);
     let comps = dynamic(
         &client,
         "apiextensions.crossplane.io",

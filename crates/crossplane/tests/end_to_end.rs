@@ -28,13 +28,7 @@ async fn xrd_composition_xr_compose_nop_resources_end_to_end() -> anyhow::Result
         &format!("e2e-{id}"),
     )?;
 
-    let xrds = dynamic(
-        &client,
-        "apiextensions.crossplane.io",
-        "v2",
-        "CompositeResourceDefinition",
-        "compositeresourcedefinitions",
-    );
+    let xrds = xrd_api(&client);
     let comps = dynamic(
         &client,
         "apiextensions.crossplane.io",

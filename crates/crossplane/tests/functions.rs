@@ -74,13 +74,7 @@ impl Fixture {
             &format!("{prefix}-{id}"),
         )?;
         let group = format!("{id}.{prefix}.example.org");
-        let xrds = dynamic(
-            &client,
-            "apiextensions.crossplane.io",
-            "v2",
-            "CompositeResourceDefinition",
-            "compositeresourcedefinitions",
-        );
+        let xrds = xrd_api(&client);
         let xrd_name = format!("xapps.{group}");
         apply(&xrds, json!({
             "apiVersion": "apiextensions.crossplane.io/v2", "kind": "CompositeResourceDefinition",

@@ -60,13 +60,7 @@ async fn only_the_leader_composes_and_failover_loses_and_duplicates_nothing() ->
 
     let group = format!("{id}.ha.example.org");
     let xrd_name = format!("xhas.{group}");
-    let xrds = dynamic(
-        &client,
-        "apiextensions.crossplane.io",
-        "v2",
-        "CompositeResourceDefinition",
-        "compositeresourcedefinitions",
-    );
+    let xrds = xrd_api(&client);
     let comps = dynamic(
         &client,
         "apiextensions.crossplane.io",

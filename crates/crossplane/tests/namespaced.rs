@@ -27,13 +27,7 @@ async fn namespaced_xr_composes_into_its_namespace() -> anyhow::Result<()> {
     )?;
     let group = format!("{id}.ns.example.org");
     let xrd_name = format!("xapps.{group}");
-    let xrds = dynamic(
-        &client,
-        "apiextensions.crossplane.io",
-        "v2",
-        "CompositeResourceDefinition",
-        "compositeresourcedefinitions",
-    );
+    let xrds = xrd_api(&client);
     let comps = dynamic(
         &client,
         "apiextensions.crossplane.io",
@@ -136,13 +130,7 @@ async fn cluster_xr_composes_into_the_templates_namespace_with_stable_names() ->
     )?;
     let group = format!("{id}.cluster.example.org");
     let xrd_name = format!("xcfgs.{group}");
-    let xrds = dynamic(
-        &client,
-        "apiextensions.crossplane.io",
-        "v2",
-        "CompositeResourceDefinition",
-        "compositeresourcedefinitions",
-    );
+    let xrds = xrd_api(&client);
     let comps = dynamic(
         &client,
         "apiextensions.crossplane.io",

@@ -36,13 +36,7 @@ async fn rbac_manager_keeps_xrd_roles_and_only_the_leader_writes() -> anyhow::Re
     let mut a = Process::start_env(cluster.kubeconfig(), &args, &id_a, &[("POD_NAME", &id_a)])?;
     let mut b = Process::start_env(cluster.kubeconfig(), &args, &id_b, &[("POD_NAME", &id_b)])?;
 
-    let xrds = dynamic(
-        &client,
-        "apiextensions.crossplane.io",
-        "v2",
-        "CompositeResourceDefinition",
-        "compositeresourcedefinitions",
-    );
+    let xrds = xrd_api(&client);
     let group = format!("{id}.rbac.example.org");
     let xrd_name = format!("xthings.{group}");
     apply(

@@ -5,6 +5,8 @@
 //! It guards the CRD applies the XRD controller spares: a reconcile applies the rendered CRD only when a
 //! field it sets no longer holds on the CRD (`crossplane::applied`), so each XRD costs one apply, the
 //! one that creates its CRD. With every reconcile applying again, it was 5.45 applies per XRD here.
+//! The applies are counted until the core stopped, so those after the last XRD was Established count
+//! too; the message says how many of them came after.
 //!
 //! One cause of such applies is not seen here: an XRD without labels renders its CRD with `labels: {}`,
 //! which the apiserver leaves out of the CRD it stores, and the check took that for a change (4.4
@@ -37,13 +39,7 @@ async fn requests_per_xrd_until_established() -> anyhow::Result<()> {
         &selector,
     ];
     let mut core = Process::start(cluster.kubeconfig(), &args, &format!("xrdreq-{id}"))?;
-    let xrds = dynamic(
-        &client,
-        "apiextensions.crossplane.io",
-        "v2",
-        "CompositeResourceDefinition",
-        "compositeresourcedefinitions",
-    );
+    let xrds = xrd_api(&client);
     let xrd = |i: usize| -> anyhow::Result<kube::api::DynamicObject> {
         let group = format!("g{i}{id}.req.example.org");
         Ok(serde_json::from_value(json!({
@@ -86,48 +82,35 @@ async fn requests_per_xrd_until_established() -> anyhow::Result<()> {
     all_established(names).await?;
     let until = jiff::Timestamp::now();
 
-    // The core's requests in the window, once the audit log holds the status write of each XRD.
-    let audit = cluster.audit();
-    let events = wait_for(
-        "the status writes in the audit log",
-        Duration::from_secs(30),
-        || {
-            let audit = &audit;
-            let identity = &identity;
-            async move {
-                let mut seen = HashSet::new();
-                let ours: Vec<_> = audit
-                    .read()?
-                    .events
-                    .into_iter()
-                    .filter(|e| {
-                        e.user_agent.contains(identity.as_str())
-                            && e.resource != "leases"
-                            && e.received >= from
-                            && e.received <= until
-                            && seen.insert(e.audit_id.clone())
-                    })
-                    .collect();
-                let statuses = ours
-                    .iter()
-                    .filter(|e| e.verb == "patch" && e.subresource == "status")
-                    .count();
-                Ok((statuses >= n).then_some(ours))
-            }
-        },
-    )
-    .await?;
+    // The core stops first, so that every request it made is in the audit log (written before each
+    // answer): those of the window, and any after it, which a reconcile after the last Established
+    // write may still make. The figures are the window's; the applies are judged over both.
+    core.stop(Duration::from_secs(10));
+    let mut seen = HashSet::new();
+    let (window, after): (Vec<_>, Vec<_>) = cluster
+        .audit()
+        .read()?
+        .events
+        .into_iter()
+        .filter(|e| {
+            e.user_agent.contains(identity.as_str())
+                && e.resource != "leases"
+                && e.received >= from
+                && seen.insert(e.audit_id.clone())
+        })
+        .partition(|e| e.received <= until);
     let mut by_verb = BTreeMap::new();
     let mut by_what: BTreeMap<String, usize> = BTreeMap::new();
-    for e in events {
+    for e in &window {
         *by_verb.entry(e.verb.clone()).or_insert(0usize) += 1;
         let what = format!("{} {}/{} code={}", e.verb, e.resource, e.subresource, e.code);
         *by_what.entry(what).or_insert(0) += 1;
     }
     let total: usize = by_verb.values().sum();
     eprintln!(
-        "[xrdreq] {n} XRDs: {:.2} requests per XRD",
-        total as f64 / n as f64
+        "[xrdreq] {n} XRDs: {:.2} requests per XRD until all were Established, {} requests after it",
+        total as f64 / n as f64,
+        after.len()
     );
     for (v, c) in &by_verb {
         eprintln!("[xrdreq]   {v}: {:.2}", *c as f64 / n as f64);
@@ -135,7 +118,6 @@ async fn requests_per_xrd_until_established() -> anyhow::Result<()> {
     for (w, c) in &by_what {
         eprintln!("[xrdreq]   {w}: {c}");
     }
-    core.stop(Duration::from_secs(10));
     assert!(total > 0, "no request of the core was audited");
     let count = |verb: &str, resource: &str, sub: &str| -> f64 {
         let prefix = format!("{verb} {resource}/{sub} ");
@@ -153,10 +135,17 @@ async fn requests_per_xrd_until_established() -> anyhow::Result<()> {
     );
     // One apply per XRD creates its CRD; the reconciles after it find every field holding and apply
     // nothing (5.4 applies per XRD when each reconcile applied again).
-    let applies = count("patch", "customresourcedefinitions", "");
+    let late = after
+        .iter()
+        .filter(|e| {
+            e.verb == "patch" && e.resource == "customresourcedefinitions" && e.subresource.is_empty()
+        })
+        .count();
+    let applies = count("patch", "customresourcedefinitions", "") + late as f64 / n as f64;
     assert!(
         (1.0..=1.5).contains(&applies),
-        "{applies:.2} applies of a CRD per XRD: the XRD controller applies a rendered CRD again that already holds"
+        "{applies:.2} applies of a CRD per XRD ({late} of them after every XRD was Established): the XRD \
+         controller applies a rendered CRD again that already holds"
     );
     Ok(())
 }

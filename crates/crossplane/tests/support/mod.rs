@@ -172,6 +172,17 @@ pub fn dynamic(client: &Client, group: &str, version: &str, kind: &str, plural: 
     Api::all_with(client.clone(), &ar)
 }
 
+/// The dynamic API of CompositeResourceDefinitions (`apiextensions.crossplane.io/v2`).
+pub fn xrd_api(client: &Client) -> Api<DynamicObject> {
+    dynamic(
+        client,
+        "apiextensions.crossplane.io",
+        "v2",
+        "CompositeResourceDefinition",
+        "compositeresourcedefinitions",
+    )
+}
+
 /// Creates (server-side applies) an object from JSON with the dynamic API.
 pub async fn apply(api: &Api<DynamicObject>, obj: Value) -> anyhow::Result<DynamicObject> {
     let o: DynamicObject = serde_json::from_value(obj)?;
