@@ -14,11 +14,7 @@ use crate::{Error, Result};
 /// `0.0.0.0` (which fails while any address holds the port). Where the range leaves no room, the kernel
 /// picks.
 pub fn free_port() -> Result<u16> {
-    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|s| parse_range(&s))
-        .unwrap_or((32768, 60999));
-    if let Some((low, high)) = outside(ephemeral) {
+    if let Some((low, high)) = outside(ephemeral_range()) {
         for _ in 0..256 {
             let port = fastrand::u16(low..=high);
             if TcpListener::bind(("0.0.0.0", port)).is_ok() {
@@ -37,6 +33,14 @@ pub fn free_port() -> Result<u16> {
 
 /// The lowest port picked: below it lie well-known services' ports.
 const LOWEST: u16 = 10000;
+
+/// The kernel's ephemeral port range, or Linux's default where it cannot be read.
+fn ephemeral_range() -> (u16, u16) {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| parse_range(&s))
+        .unwrap_or((32768, 60999))
+}
 
 /// `ip_local_port_range`'s two numbers.
 fn parse_range(s: &str) -> Option<(u16, u16)> {
@@ -80,10 +84,7 @@ mod tests {
         assert_eq!(parse_range("32768\t60999\n"), Some((32768, 60999)));
         assert_eq!(parse_range("x"), None);
         let port = free_port().expect("a free port");
-        let (low, high) = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-            .ok()
-            .and_then(|s| parse_range(&s))
-            .unwrap_or((32768, 60999));
+        let (low, high) = ephemeral_range();
         if outside((low, high)).is_some() {
             assert!(!(low..=high).contains(&port), "{port} lies in {low}-{high}");
         }
