@@ -52,8 +52,8 @@ pub fn unchanged(config: &Value, existing: &Value) -> bool {
 }
 
 /// The stamp `v` carries, if any.
-fn stamp_of(v: &Value) -> Option<&Value> {
-    v.get("metadata")?.get("annotations")?.get(ANNOTATION)
+pub fn stamp_of(v: &Value) -> Option<&str> {
+    v.get("metadata")?.get("annotations")?.get(ANNOTATION)?.as_str()
 }
 
 /// Whether every field of `want` holds in `have`: objects key by key, arrays element by element and of

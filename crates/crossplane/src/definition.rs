@@ -11,6 +11,10 @@
 //! `Established=False/TerminatingCompositeResource`, `Offered=False/TerminatingCompositeResourceClaim`,
 //! delete all claims and then the claim CRD, delete all XRs and wait for them to go, stop the child,
 //! delete the CRD, and drop the finalizer once the CRD is gone.
+//!
+//! A reconcile reads a CRD from the apiserver only when the cache of the CRDs' metadata (from the
+//! metadata-only watch that reconciles an XRD when its CRDs change) shows it at a `resourceVersion` not
+//! read before (module `seen`): what upstream reads from its informer's cache of whole CRDs.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -24,9 +28,10 @@ use apis::apiextensions::{CompositeResourceDefinition, DependentResourceType, Xr
 use apis::condition::{self, Condition, ConditionStatus};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
-use kube::core::ApiResource;
+use kube::core::{ApiResource, PartialObjectMeta};
 use kube::runtime::controller::Action;
-use kube::runtime::{Controller, watcher};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{Controller, WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
 use manager::controller::ControllerBuilder;
 use manager::controller::backoff::Backoff;
@@ -37,6 +42,8 @@ use crate::claim;
 use crate::composite::{self, CompositeController};
 use crate::error::{Error, is_not_found};
 use crate::xcrd;
+
+mod seen;
 
 /// The controller's field manager (kept: existing objects' managed fields name it).
 pub const CONTROLLER: &str = "apiextensions.crossplane.io/definition";
@@ -73,6 +80,10 @@ struct Ctx {
     client: kube::Client,
     options: Options,
     children: Mutex<HashMap<String, Child>>,
+    /// The metadata of every CRD, from the watch that reconciles an XRD when its CRDs change.
+    crds: Store<PartialObjectMeta<CustomResourceDefinition>>,
+    /// What was last read of the CRDs this controller renders, by `resourceVersion`.
+    seen: seen::Seen,
     /// How long to wait, per XRD, for RBAC to allow watching its composite resources.
     rbac_wait: Backoff,
     /// How long to wait, per XRD, before looking again at a CRD that is not Established yet. The
@@ -92,7 +103,7 @@ fn establish_wait() -> Backoff {
 pub async fn run(term: TermContext, options: Options) -> Result<(), BoxError> {
     let client = term.client().clone();
     let api: Api<CompositeResourceDefinition> = Api::all(client.clone());
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crds: Api<PartialObjectMeta<CustomResourceDefinition>> = Api::all(client.clone());
     let mut wc = watcher::Config::default();
     if let Some(s) = &options.selector {
         wc = wc.labels(s);
@@ -100,22 +111,29 @@ pub async fn run(term: TermContext, options: Options) -> Result<(), BoxError> {
     let token = term.token().clone();
     let metrics = options.metrics.clone();
     let caches = composite::cache::Caches::start(&term)?;
+    // The CRDs' metadata is cached from the same metadata-only watch that `Controller::owns` would
+    // start; managed fields are dropped, as nothing here reads them.
+    let (crd_cache, crd_writer) = reflector::store();
+    let crd_changes = watcher(crds, watcher::Config::default())
+        .default_backoff()
+        .modify(|crd| crd.metadata.managed_fields = None)
+        .reflect(crd_writer)
+        .touched_objects();
     let state = Arc::new(Ctx {
         caches,
         term,
         client,
         options,
         children: Mutex::new(HashMap::new()),
+        crds: crd_cache,
+        seen: seen::Seen::default(),
         rbac_wait: Backoff::default(),
         establish_wait: establish_wait(),
     });
-    ControllerBuilder::new(
-        CONTROLLER_NAME,
-        Controller::new(api, wc).owns(crds, watcher::Config::default()),
-    )
-    .metrics(&metrics)
-    .run(&token, reconcile, state)
-    .await;
+    ControllerBuilder::new(CONTROLLER_NAME, Controller::new(api, wc).owns_stream(crd_changes))
+        .metrics(&metrics)
+        .run(&token, reconcile, state)
+        .await;
     Ok(())
 }
 
@@ -132,6 +150,39 @@ impl Ctx {
             c.handle.stop();
             c.handle.finished().await;
             tracing::info!(controller = %name, "stopped controller");
+        }
+    }
+
+    /// Whether CRD `name`, rendered from `xrd` with the stamp `stamp`, is Established, when the cache
+    /// shows it controlled by `xrd` at the `resourceVersion` at which it was last read holding that
+    /// configuration; `None` when it must be read. Waits for the cache's first list.
+    async fn known(
+        &self,
+        xrd: &CompositeResourceDefinition,
+        name: &str,
+        stamp: &str,
+    ) -> Result<Option<bool>, Error> {
+        self.crds
+            .wait_until_ready()
+            .await
+            .map_err(|_| Error::Message("the watch of CustomResourceDefinitions has stopped".into()))?;
+        let Some(meta) = self.crds.get(&ObjectRef::new(name)) else {
+            return Ok(None);
+        };
+        if !controlled_by(meta.owner_references(), xrd) {
+            return Ok(None);
+        }
+        let version = meta.resource_version().unwrap_or_default();
+        Ok(self.seen.established(name, &version, stamp))
+    }
+
+    /// Records what a read (or an apply's answer) showed of `crd`: whether the configuration stamped
+    /// `stamp` held on it and, if so, whether it was Established.
+    fn read(&self, crd: &CustomResourceDefinition, stamp: &str, holds: bool) {
+        let name = crd.name_any();
+        match crd.resource_version() {
+            Some(version) if holds => self.seen.held(&name, &version, stamp, established(crd)),
+            _ => self.seen.forget(&name),
         }
     }
 
@@ -359,9 +410,13 @@ async fn apply_crd(
     let crds = Api::<CustomResourceDefinition>::all(ctx.client.clone());
     let name = crd.name_any();
     let config = crate::applied::stamp(serde_json::to_value(crd).map_err(|e| Error::Message(e.to_string()))?);
+    let stamp = crate::applied::stamp_of(&config).unwrap_or_default().to_owned();
+    if let Some(established) = ctx.known(xrd, &name, &stamp).await? {
+        return Ok(established);
+    }
     let existing = crds.get_opt(&name).await?;
     if let Some(existing) = &existing {
-        if !controlled_by(existing, xrd) {
+        if !controlled_by(existing.owner_references(), xrd) {
             let msg = format!(
                 "cannot apply rendered {what} CustomResourceDefinition: {name} is not controlled by this XRD"
             );
@@ -373,6 +428,7 @@ async fn apply_crd(
         // the same CRD again each time costs the apiserver a CRD's validation for nothing.
         let current = serde_json::to_value(existing).map_err(|e| Error::Message(e.to_string()))?;
         if crate::applied::unchanged(&config, &current) {
+            ctx.read(existing, &stamp, true);
             return Ok(established(existing));
         }
         tracing::debug!(
@@ -395,6 +451,8 @@ async fn apply_crd(
         }
         Err(e) => return Err(e.into()),
     };
+    let current = serde_json::to_value(&applied).map_err(|e| Error::Message(e.to_string()))?;
+    ctx.read(&applied, &stamp, crate::applied::unchanged(&config, &current));
     Ok(established(&applied))
 }
 
@@ -406,10 +464,13 @@ fn established(crd: &CustomResourceDefinition) -> bool {
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"))
 }
 
-/// Whether `crd` names `xrd` as its controller.
-fn controlled_by(crd: &CustomResourceDefinition, xrd: &CompositeResourceDefinition) -> bool {
+/// Whether `owners`, a CRD's owner references, name `xrd` as its controller.
+fn controlled_by(
+    owners: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference],
+    xrd: &CompositeResourceDefinition,
+) -> bool {
     let uid = xrd.uid();
-    crd.owner_references()
+    owners
         .iter()
         .any(|o| o.controller == Some(true) && Some(&o.uid) == uid.as_ref())
 }
@@ -435,7 +496,7 @@ async fn redact_claims(xrd: &CompositeResourceDefinition, ctx: &Ctx) -> Result<b
         ctx.stop_child(&format!("claim/{}", xrd.name_any())).await;
         return Ok(true);
     };
-    if !controlled_by(&crd, xrd) {
+    if !controlled_by(crd.owner_references(), xrd) {
         return Ok(true);
     }
     if !delete_all(ctx, &resource).await? {
@@ -515,6 +576,10 @@ async fn delete(xrd: &CompositeResourceDefinition, ctx: &Ctx) -> Result<Action, 
     let name = xrd.name_any();
     ctx.rbac_wait.succeed(&name);
     ctx.establish_wait.succeed(&name);
+    ctx.seen.forget(&name);
+    if let Some(claim_crd) = xcrd::claim_crd_name(xrd) {
+        ctx.seen.forget(&claim_crd);
+    }
     let term = Condition::new(
         TYPE_ESTABLISHED,
         ConditionStatus::False,
