@@ -1,6 +1,7 @@
 //! Deleting a Deployment's leader Pod again and again, timing each handover, and splitting each one with
 //! the audit log into the part before the old leader's release and the part after it.
 
+use std::path::Path;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -12,6 +13,8 @@ use crate::bench::stats::pct;
 
 const READY_TIMEOUT: Duration = Duration::from_secs(300);
 const HANDOVER_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the deleted leader's log is read again for its shutdown line, after the handover.
+const LOG_WAIT: Duration = Duration::from_secs(10);
 
 /// One deletion of the leader's Pod.
 #[derive(Debug, Clone)]
@@ -29,38 +32,67 @@ pub struct Deletion {
     pub stop_ms: Option<f64>,
 }
 
-/// Follows the log of `pod` until it ends (the container exits) and returns the `stop_ms` of our
-/// replica's "leader work stopped for shutdown" line.
-async fn follow_stop_ms(kubeconfig: std::path::PathBuf, namespace: String, pod: String) -> Option<f64> {
-    let out = tokio::time::timeout(
-        Duration::from_secs(30),
-        tokio::process::Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(["logs", "-f", "-n", &namespace, &pod, "--since=5s"])
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .ok()?
-    .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .find(|l| l.contains("leader work stopped for shutdown"))?;
-    let value = line.split("stop_ms=").nth(1)?;
-    value
-        .split(|c: char| !c.is_ascii_digit() && c != '.')
+/// The newest log file of `pod`'s container in the node's Pod log directory `pod_logs` (the kubelet's
+/// `<namespace>_<pod>_<uid>/<container>/<restarts>.log`), opened: the file stays readable through this
+/// handle after the kubelet removes it with the Pod.
+fn open_log(pod_logs: &Path, namespace: &str, pod: &str) -> Option<std::fs::File> {
+    let prefix = format!("{namespace}_{pod}_");
+    let pod_dir = std::fs::read_dir(pod_logs)
+        .ok()?
+        .filter_map(Result::ok)
+        .find(|e| e.file_name().to_string_lossy().starts_with(&prefix))?
+        .path();
+    let container = std::fs::read_dir(pod_dir)
+        .ok()?
+        .filter_map(Result::ok)
         .next()?
-        .parse()
-        .ok()
+        .path();
+    let restarts = |p: &Path| -> Option<u32> { p.file_stem()?.to_str()?.parse().ok() };
+    let newest = std::fs::read_dir(container)
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| restarts(p).is_some())
+        .max_by_key(|p| restarts(p))?;
+    std::fs::File::open(newest).ok()
+}
+
+/// The `stop_ms` of our replica's "leader work stopped for shutdown" line in its container's log `log`,
+/// read once the handover is over: the replica writes it before its release, and the container
+/// runtime copies it to the file soon after, so the file is read again until the line is there or
+/// `LOG_WAIT` has passed (client-go's candidate writes no such line).
+async fn stop_ms(mut log: std::fs::File) -> Option<f64> {
+    use std::io::Read;
+    let deadline = tokio::time::Instant::now() + LOG_WAIT;
+    let mut text = String::new();
+    loop {
+        let mut more = Vec::new();
+        log.read_to_end(&mut more).ok()?;
+        text.push_str(&String::from_utf8_lossy(&more));
+        if let Some(line) = text
+            .lines()
+            .find(|l| l.contains("leader work stopped for shutdown"))
+        {
+            let value = line.split("stop_ms=").nth(1)?;
+            return value
+                .split(|c: char| !c.is_ascii_digit() && c != '.')
+                .next()?
+                .parse()
+                .ok();
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// Deletes the Pod holding `lease` `n` times, each once the Deployment `app` in `namespace` is back to
-/// 2 Ready Pods, and times each handover.
+/// 2 Ready Pods, and times each handover. The deleted leader's log is read from the node's Pod log
+/// directory `pod_logs` after each handover: nothing streams it while the handover is timed.
 pub async fn delete_leaders(
     client: &kube::Client,
-    kubeconfig: &std::path::Path,
+    pod_logs: &Path,
     namespace: &str,
     app: &str,
     lease: &str,
@@ -78,22 +110,22 @@ pub async fn delete_leaders(
             .iter()
             .map(|p| workload::name(p).to_string())
             .collect();
-        // The leader's log, followed from before the delete until its container exits.
+        // The leader's log file, opened before the delete.
         let holder = workload::lease_holders(client, namespace)
             .await?
             .get(lease)
             .cloned()
             .unwrap_or_default();
-        let log = tokio::spawn(follow_stop_ms(
-            kubeconfig.to_path_buf(),
-            namespace.to_string(),
-            workload::holder_pod(&holder).to_string(),
-        ));
-        // Let kubectl attach before the delete.
+        let log = open_log(pod_logs, namespace, workload::holder_pod(&holder));
+        // Each deletion starts from a node at rest: half a second after the Deployment is back to 2
+        // Ready Pods, as in every run before.
         tokio::time::sleep(Duration::from_millis(500)).await;
         let h = workload::delete_leader(client, namespace, lease, HANDOVER_TIMEOUT).await?;
         let d = Deletion {
-            stop_ms: log.await.ok().flatten(),
+            stop_ms: match log {
+                Some(log) => stop_ms(log).await,
+                None => None,
+            },
             to_standby: before.iter().any(|p| p == workload::holder_pod(&h.new_holder)),
             pod: h.deleted,
             new_holder: h.new_holder,

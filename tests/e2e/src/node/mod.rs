@@ -190,15 +190,9 @@ async fn measure(
         .context("no Lease held by a provider-nop Pod")?
         .clone();
 
-    let ours = handover::delete_leaders(
-        &client,
-        cluster.kubeconfig(),
-        NAMESPACE,
-        "provider-nop",
-        &lease,
-        deletions,
-    )
-    .await?;
+    let pod_logs = bed.node().dir().join("pod-logs");
+    let ours =
+        handover::delete_leaders(&client, &pod_logs, NAMESPACE, "provider-nop", &lease, deletions).await?;
     // Split now (the audit log has every deletion's writes: the last handover ended seconds ago, once
     // the Deployment was back to 2 Ready Pods) and shown as soon as they are done.
     let our_splits: Vec<Split> = {
@@ -222,7 +216,7 @@ async fn measure(
     wait_held(&client, candidate::NAMESPACE, candidate::APP).await?;
     let theirs = handover::delete_leaders(
         &client,
-        cluster.kubeconfig(),
+        &pod_logs,
         candidate::NAMESPACE,
         candidate::APP,
         candidate::APP,

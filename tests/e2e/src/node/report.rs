@@ -268,7 +268,8 @@ fn handover_tables(
         "{} Before the release, our replica's own work, stopping its leader work (the controller, awaiting \
          a reconcile in flight, bounded by `--graceful-shutdown-timeout`, so that nothing of it writes after \
          the release, as controller-runtime's manager does before its release on cancel), took p50 {s50:.0} \
-         ms, p99 {s99:.0} ms by its own log ({} of {} deletions logged), of the delete → release p50 \
+         ms, p99 {s99:.0} ms by its own log ({} of {} deletions logged; the log file is read on the node once \
+         each handover is over, so that nothing streams it while the handover is timed), of the delete → release p50 \
          {ob50:.0} ms, p99 {ob99:.0} ms. {} client-go's bare candidate, which has no work to stop, released \
          {tb50:.0} ms (p50), {tb99:.0} ms (p99) after the delete. After the release, our standby, which \
          watches the Lease, took it in {oa50:.0} ms (p50), {oa99:.0} ms (p99).",
