@@ -26,6 +26,7 @@ use apis::apiextensions::labels::{
 };
 use apis::apiextensions::{CompositeResourceDefinition, DependentResourceType, XrdControllerStatus};
 use apis::condition::{self, Condition, ConditionStatus};
+use futures::FutureExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, PartialObjectMeta};
@@ -155,25 +156,17 @@ impl Ctx {
 
     /// Whether CRD `name`, rendered from `xrd` with the stamp `stamp`, is Established, when the cache
     /// shows it controlled by `xrd` at the `resourceVersion` at which it was last read holding that
-    /// configuration; `None` when it must be read. Waits for the cache's first list.
-    async fn known(
-        &self,
-        xrd: &CompositeResourceDefinition,
-        name: &str,
-        stamp: &str,
-    ) -> Result<Option<bool>, Error> {
-        self.crds
-            .wait_until_ready()
-            .await
-            .map_err(|_| Error::Message("the watch of CustomResourceDefinitions has stopped".into()))?;
-        let Some(meta) = self.crds.get(&ObjectRef::new(name)) else {
-            return Ok(None);
-        };
-        if !controlled_by(meta.owner_references(), xrd) {
-            return Ok(None);
+    /// configuration; `None` when it must be read, as it is while the cache has not listed the CRDs
+    /// yet (at the start of a term, or while its watch fails).
+    fn known(&self, xrd: &CompositeResourceDefinition, name: &str, stamp: &str) -> Option<bool> {
+        if !matches!(self.crds.wait_until_ready().now_or_never(), Some(Ok(()))) {
+            return None;
         }
-        let version = meta.resource_version().unwrap_or_default();
-        Ok(self.seen.established(name, &version, stamp))
+        let meta = self.crds.get(&ObjectRef::new(name))?;
+        if !controlled_by(meta.owner_references(), xrd) {
+            return None;
+        }
+        self.seen.established(name, &meta.resource_version()?, stamp)
     }
 
     /// Records what a read (or an apply's answer) showed of `crd`: whether the configuration stamped
@@ -411,7 +404,7 @@ async fn apply_crd(
     let name = crd.name_any();
     let config = crate::applied::stamp(serde_json::to_value(crd).map_err(|e| Error::Message(e.to_string()))?);
     let stamp = crate::applied::stamp_of(&config).unwrap_or_default().to_owned();
-    if let Some(established) = ctx.known(xrd, &name, &stamp).await? {
+    if let Some(established) = ctx.known(xrd, &name, &stamp) {
         return Ok(established);
     }
     let existing = crds.get_opt(&name).await?;
