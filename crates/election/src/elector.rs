@@ -29,7 +29,9 @@
 //! resourceVersion; on 409 it re-reads once and releases only if the record is still ours. The release
 //! is bounded by `renew_deadline`. `Following` is published when the guard is revoked, *before* the
 //! release write, so that no observer ever sees this candidate leading after another could have
-//! acquired. Then the `stopped leading` event is posted (waited for up to one request timeout) and `run`
+//! acquired. Then, once another candidate is seen holding the released lock (or after 250 ms, so that
+//! the event's request does not compete with the successor's acquiring write), the `stopped leading`
+//! event is posted (waited for up to one request timeout) and `run`
 //! returns `Ok`. If an acquire completes just as
 //! `shutdown` resolves, `Leading` is published and then immediately released.
 //!
@@ -161,6 +163,10 @@ struct Runner {
 }
 
 const FORBIDDEN_BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// How long a leader that has stopped waits for a successor to take the lock before it posts its
+/// `stopped leading` event anyway: a watching standby takes a released lock within tens of
+/// milliseconds, and a process with no successor exits at most this much later.
+const SUCCESSOR_WAIT: Duration = Duration::from_millis(250);
 
 async fn sleep_until_opt(at: Option<Instant>) {
     match at {
@@ -569,10 +575,29 @@ impl Runner {
             }
         }
         tracing::info!(released = self.config.release_on_cancel, "stopped leading");
+        if self.config.release_on_cancel {
+            self.await_successor(SUCCESSOR_WAIT).await;
+        }
         let posted = self
             .events
             .post(LeaderEvent::StoppedLeading, self.lock.object_refs());
         let _ = tokio::time::timeout(self.config.timings.request_timeout(), posted).await;
+    }
+
+    /// Waits until the lock is seen held by another candidate, or `bound` has passed. The `stopped
+    /// leading` event is posted after this: posted at once, it would reach the apiserver together with
+    /// a watching standby's acquiring write, and slow the handover down.
+    async fn await_successor(&mut self, bound: Duration) {
+        let until = Instant::now() + bound;
+        while self.observed_leader().is_none() {
+            tokio::select! {
+                msg = self.watch_rx.recv() => match msg {
+                    Some(msg) => self.on_watch(msg),
+                    None => return,
+                },
+                () = tokio::time::sleep_until(until) => return,
+            }
+        }
     }
 
     async fn release(&mut self) {

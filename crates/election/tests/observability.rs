@@ -110,3 +110,71 @@ async fn metrics_and_events() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// A leader that releases posts its `stopped leading` Event only once its successor holds the Lease, so
+/// that the Event's request never competes with the successor's acquiring write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stopped_leading_event_waits_for_the_successor() -> anyhow::Result<()> {
+    let (cluster, ns) = common::bed("election-successor").await?;
+    let name = "handed-over";
+    let mut first = RustCandidate::spawn(&cluster, &ns, name, "handing-1", FAST).await?;
+    first.wait_leading(Duration::from_secs(5)).await?;
+    let mut second = RustCandidate::spawn(&cluster, &ns, name, "handing-2", FAST).await?;
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        second.rx.wait_for(
+            |l| matches!(l, election::Leadership::Following { leader: Some(h) } if h == "handing-1"),
+        ),
+    )
+    .await
+    .context("the second candidate did not see the first one leading")??;
+    first.stop().await?;
+    second.wait_leading(Duration::from_secs(5)).await?;
+
+    // The stop returned after the Event was posted (or its request timed out): it is in the log now.
+    let writes = common::lock_writes(&cluster, "leases", &ns, name)?;
+    let released = writes
+        .iter()
+        .find(|w| w.lock_holder().as_deref() == Some(""))
+        .context("handing-1 did not release the Lease")?;
+    let acquired = writes
+        .iter()
+        .find(|w| w.lock_holder().as_deref() == Some("handing-2"))
+        .context("no write of the Lease names handing-2")?;
+    let posted: Vec<_> = cluster
+        .audit()
+        .read()?
+        .events
+        .into_iter()
+        .filter(|e| {
+            e.resource == "events"
+                && e.namespace == ns
+                && e.verb == "create"
+                && e.user_agent.contains("(handing-1)")
+        })
+        .collect();
+    // handing-1 posted `became leader` before and `stopped leading` after the handover.
+    assert_eq!(posted.len(), 2, "handing-1's Events: {posted:?}");
+    let last = posted
+        .iter()
+        .max_by_key(|e| e.received)
+        .context("handing-1 posted no Event")?;
+    // It waits for the successor for at most 250 ms after its release: a successor slower than that
+    // (a loaded machine) does not fail the test, and is said.
+    let bound = released.stage_time + jiff::SignedDuration::from_millis(250);
+    assert!(
+        last.received >= acquired.stage_time || last.received >= bound,
+        "the stopped leading Event arrived at {}, before the successor's acquiring write was answered at {} \
+         and less than 250 ms after the release was answered at {}",
+        last.received,
+        acquired.stage_time,
+        released.stage_time
+    );
+    if last.received < acquired.stage_time {
+        eprintln!(
+            "the successor took the Lease more than 250 ms after the release; the Event did not wait longer"
+        );
+    }
+    second.stop().await?;
+    Ok(())
+}
