@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, api::ListParams};
 use testenv::{AuditEvent, workload};
 
+use super::cpu;
 use crate::bench::stats::pct;
 
 const READY_TIMEOUT: Duration = Duration::from_secs(300);
@@ -30,6 +31,11 @@ pub struct Deletion {
     /// How long the deleted replica took to stop its leader work before releasing, from its own log
     /// (`stop_ms` of "leader work stopped for shutdown"; none for client-go's candidate).
     pub stop_ms: Option<f64>,
+    /// What the machine's processes used while it ran: from just before the bench read the Lease and
+    /// started its watch of it (then deleted the Pod) until that watch saw the new holder.
+    pub cpu: cpu::Usage,
+    /// That window's length, in ms.
+    pub window_ms: f64,
 }
 
 /// The newest log file of `pod`'s container in the node's Pod log directory `pod_logs` (the kubelet's
@@ -120,7 +126,11 @@ pub async fn delete_leaders(
         // Each deletion starts from a node at rest: half a second after the Deployment is back to 2
         // Ready Pods, as in every run before.
         tokio::time::sleep(Duration::from_millis(500)).await;
+        let at_rest = cpu::snapshot();
+        let started = std::time::Instant::now();
         let h = workload::delete_leader(client, namespace, lease, HANDOVER_TIMEOUT).await?;
+        let window_ms = started.elapsed().as_secs_f64() * 1e3;
+        let cpu = cpu::between(&at_rest, &cpu::snapshot());
         let d = Deletion {
             stop_ms: match log {
                 Some(log) => stop_ms(log).await,
@@ -130,6 +140,8 @@ pub async fn delete_leaders(
             pod: h.deleted,
             new_holder: h.new_holder,
             ms: h.elapsed.as_secs_f64() * 1e3,
+            cpu,
+            window_ms,
         };
         eprintln!(
             "[node] {app} {}/{n}: {} deleted, {} leads after {:.0} ms",
@@ -276,6 +288,8 @@ mod tests {
             ms: 460.0,
             to_standby: true,
             stop_ms: None,
+            cpu: cpu::Usage::default(),
+            window_ms: 470.0,
         };
         let s = split(&events, "ns", "l", &d);
         assert_eq!(s.to_release_ms.map(f64::round), Some(400.0));

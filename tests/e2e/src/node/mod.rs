@@ -25,6 +25,7 @@ use testenv::workload;
 use release::{image, target_dir};
 
 mod candidate;
+mod cpu;
 mod cutoff;
 mod faults;
 mod handover;
@@ -310,10 +311,14 @@ fn print_splits(ours: &[handover::Deletion], splits: &[Split]) {
             )
         });
         eprintln!(
-            "[node] {}: handover {} ms{phases}; stop of leader work {} ms",
+            "[node] {}: handover {} ms{phases}; stop of leader work {} ms; CPU in a window of {:.0} ms: \
+             all {:.0} ms, kube-apiserver {:.0} ms",
             d.pod,
             ms(s.handover_ms),
-            ms(d.stop_ms)
+            ms(d.stop_ms),
+            d.window_ms,
+            d.cpu.total().0,
+            d.cpu.of(cpu::Component::Apiserver).0
         );
     }
 }
