@@ -159,8 +159,12 @@ fn snapshot_of(proc: &Path, bench: u32) -> Snapshot {
 }
 
 /// What each component used between `before` and `after`: a thread that started in between counts
-/// from zero, one that ended in between is not counted.
-pub fn between(before: &Snapshot, after: &Snapshot) -> Usage {
+/// from zero, one that ended in between is not counted. `None` when either snapshot read no thread
+/// (no `/proc`, or no `schedstat` in it): the window was not measured, which is not the same as idle.
+pub fn between(before: &Snapshot, after: &Snapshot) -> Option<Usage> {
+    if before.threads.is_empty() || after.threads.is_empty() {
+        return None;
+    }
     let mut by: BTreeMap<Component, (f64, f64)> = BTreeMap::new();
     for (key, (component, run, wait)) in &after.threads {
         let (run0, wait0) = before.threads.get(key).map_or((0, 0), |(_, r, w)| (*r, *w));
@@ -168,7 +172,7 @@ pub fn between(before: &Snapshot, after: &Snapshot) -> Usage {
         e.0 += run.saturating_sub(run0) as f64 / 1e6;
         e.1 += wait.saturating_sub(wait0) as f64 / 1e6;
     }
-    Usage { by }
+    Some(Usage { by })
 }
 
 #[cfg(test)]
@@ -215,10 +219,18 @@ mod tests {
         after
             .threads
             .insert((3, 3), (Component::Apiserver, 1_000_000, 500_000));
-        let u = between(&before, &after);
+        let u = between(&before, &after).expect("both snapshots read threads");
         assert_eq!(u.of(Component::Apiserver), (4.0, 2.5));
         assert_eq!(u.of(Component::Etcd), (0.0, 0.0));
         assert_eq!(u.total(), (4.0, 2.5));
+    }
+
+    #[test]
+    fn an_empty_snapshot_measures_nothing() {
+        let mut read = Snapshot::default();
+        read.threads.insert((1, 1), (Component::Apiserver, 1, 0));
+        assert_eq!(between(&Snapshot::default(), &read), None);
+        assert_eq!(between(&read, &Snapshot::default()), None);
     }
 
     #[test]

@@ -32,8 +32,9 @@ pub struct Deletion {
     /// (`stop_ms` of "leader work stopped for shutdown"; none for client-go's candidate).
     pub stop_ms: Option<f64>,
     /// What the machine's processes used while it ran: from just before the bench read the Lease and
-    /// started its watch of it (then deleted the Pod) until that watch saw the new holder.
-    pub cpu: cpu::Usage,
+    /// started its watch of it (then deleted the Pod) until that watch saw the new holder; `None` when
+    /// the scheduler's statistics could not be read.
+    pub cpu: Option<cpu::Usage>,
     /// That window's length, in ms.
     pub window_ms: f64,
 }
@@ -154,6 +155,15 @@ pub async fn delete_leaders(
     }
     workload::wait_deployments(client, namespace, &[app.to_string()], 2, READY_TIMEOUT).await?;
     Ok(out)
+}
+
+/// Our slowest handover on the apiserver's clock, with its split (one whose split is missing counts as
+/// the slowest: nothing shows it was fast).
+pub fn slowest<'a>(ds: &'a [Deletion], splits: &'a [Split]) -> Option<(&'a Deletion, &'a Split)> {
+    ds.iter().zip(splits).max_by(|a, b| {
+        let at = |s: &Split| s.handover_ms.unwrap_or(f64::INFINITY);
+        at(a.1).total_cmp(&at(b.1))
+    })
 }
 
 /// A handover split by the audit log: from the delete request to the old leader's release of the Lease
@@ -288,7 +298,7 @@ mod tests {
             ms: 460.0,
             to_standby: true,
             stop_ms: None,
-            cpu: cpu::Usage::default(),
+            cpu: None,
             window_ms: 470.0,
         };
         let s = split(&events, "ns", "l", &d);

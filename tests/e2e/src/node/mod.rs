@@ -311,14 +311,19 @@ fn print_splits(ours: &[handover::Deletion], splits: &[Split]) {
             )
         });
         eprintln!(
-            "[node] {}: handover {} ms{phases}; stop of leader work {} ms; CPU in a window of {:.0} ms: \
-             all {:.0} ms, kube-apiserver {:.0} ms",
+            "[node] {}: handover {} ms{phases}; stop of leader work {} ms; CPU in a window of {:.0} ms: {}",
             d.pod,
             ms(s.handover_ms),
             ms(d.stop_ms),
             d.window_ms,
-            d.cpu.total().0,
-            d.cpu.of(cpu::Component::Apiserver).0
+            d.cpu.as_ref().map_or_else(
+                || "not read (no scheduler statistics in /proc)".to_owned(),
+                |u| format!(
+                    "all {:.0} ms, kube-apiserver {:.0} ms",
+                    u.total().0,
+                    u.of(cpu::Component::Apiserver).0
+                )
+            )
         );
     }
 }

@@ -5,7 +5,7 @@ use std::{collections::BTreeMap, fmt::Write as _};
 use k8s_openapi::api::core::v1::Pod;
 use testenv::workload;
 
-use super::cpu::Component;
+use super::cpu::{Component, Usage};
 use super::faults::Faults;
 use super::handover::{self, Deletion, Split};
 use super::migration::Migration;
@@ -310,10 +310,7 @@ fn handover_tables(
     )?;
     writeln!(md)?;
     // Where our slowest handover spent its time.
-    if let Some((d, s)) = ours.iter().zip(our_splits).max_by(|a, b| {
-        let at = |s: &Split| s.handover_ms.unwrap_or(f64::INFINITY);
-        at(a.1).total_cmp(&at(b.1))
-    }) {
+    if let Some((d, s)) = handover::slowest(ours, our_splits) {
         let part = |x: Option<f64>| x.map(|v| format!("{v:.0} ms")).unwrap_or_else(|| "?".into());
         let phases = s.phases.map_or_else(String::new, |p| {
             format!(
@@ -429,12 +426,14 @@ fn phases_table(
 /// What the machine's processes did during our handovers, by component, and in the slowest one.
 fn cpu_table(md: &mut String, ours: &[Deletion], our_splits: &[Split]) -> anyhow::Result<()> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-    let windows: Vec<f64> = ours.iter().map(|d| d.window_ms).collect();
-    let busy: Vec<f64> = ours.iter().map(|d| d.cpu.total().0).collect();
-    let share: Vec<f64> = ours
+    // Only the deletions whose scheduler statistics were read; how many is said next to the figures.
+    let read: Vec<(&Deletion, &Usage)> = ours.iter().filter_map(|d| Some((d, d.cpu.as_ref()?))).collect();
+    let windows: Vec<f64> = read.iter().map(|(d, _)| d.window_ms).collect();
+    let busy: Vec<f64> = read.iter().map(|(_, u)| u.total().0).collect();
+    let share: Vec<f64> = read
         .iter()
-        .filter(|d| d.window_ms > 0.0)
-        .map(|d| 100.0 * d.cpu.total().0 / (cores * d.window_ms))
+        .filter(|(d, _)| d.window_ms > 0.0)
+        .map(|(d, u)| 100.0 * u.total().0 / (cores * d.window_ms))
         .collect();
     let (w50, w99, _) = handover::summary(&windows);
     let (b50, b99, _) = handover::summary(&busy);
@@ -444,15 +443,15 @@ fn cpu_table(md: &mut String, ours: &[Deletion], our_splits: &[Split]) -> anyhow
         "What the machine did during our handovers: each process's time on a CPU and its time runnable but \
          waiting for one, from the kernel's scheduler statistics (`/proc/<pid>/task/<tid>/schedstat`), read \
          by the bench just before it read the Lease, started its watch of it and deleted the Pod, and again \
-         once that watch saw the new holder: a window of p50 {w50:.0} ms, p99 {w99:.0} ms, longer than the \
-         handover itself. In it, all processes together used p50 {b50:.0} ms, p99 {b99:.0} ms of CPU, \
-         {s50:.0} % (p50) and {s99:.0} % (p99) of the {cores:.0} cores."
+         once that watch saw the new holder ({} of {} deletions read): a window of p50 {w50:.0} ms, p99 \
+         {w99:.0} ms, longer than the handover itself. In it, all processes together used p50 {b50:.0} ms, \
+         p99 {b99:.0} ms of CPU, {s50:.0} % (p50) and {s99:.0} % (p99) of the {cores:.0} cores.",
+        read.len(),
+        ours.len()
     )?;
     writeln!(md)?;
-    let slowest = ours.iter().zip(our_splits).max_by(|a, b| {
-        let at = |s: &Split| s.handover_ms.unwrap_or(f64::INFINITY);
-        at(a.1).total_cmp(&at(b.1))
-    });
+    let slowest = handover::slowest(ours, our_splits);
+    let slowest_usage = slowest.and_then(|(d, _)| d.cpu.as_ref());
     writeln!(
         md,
         "| Process | on a CPU, p50 / p99 (ms) | waiting for a CPU, p50 / p99 (ms) | in our slowest handover{}: on a CPU / waiting (ms) |",
@@ -466,22 +465,22 @@ fn cpu_table(md: &mut String, ours: &[Deletion], our_splits: &[Split]) -> anyhow
             .unwrap_or_default()
     )?;
     writeln!(md, "|---|---:|---:|---:|")?;
-    let row = |label: &str, f: &dyn Fn(&Deletion) -> (f64, f64)| -> String {
-        let (r50, r99, _) = handover::summary(&ours.iter().map(|d| f(d).0).collect::<Vec<f64>>());
-        let (q50, q99, _) = handover::summary(&ours.iter().map(|d| f(d).1).collect::<Vec<f64>>());
-        let worst = slowest.map_or_else(
-            || "?".to_string(),
-            |(d, _)| format!("{:.1} / {:.1}", f(d).0, f(d).1),
+    let row = |label: &str, f: &dyn Fn(&Usage) -> (f64, f64)| -> String {
+        let (r50, r99, _) = handover::summary(&read.iter().map(|(_, u)| f(u).0).collect::<Vec<f64>>());
+        let (q50, q99, _) = handover::summary(&read.iter().map(|(_, u)| f(u).1).collect::<Vec<f64>>());
+        let worst = slowest_usage.map_or_else(
+            || "not read".to_string(),
+            |u| format!("{:.1} / {:.1}", f(u).0, f(u).1),
         );
         format!("| {label} | {r50:.1} / {r99:.1} | {q50:.1} / {q99:.1} | {worst} |")
     };
     for c in Component::ALL {
-        writeln!(md, "{}", row(c.label(), &|d: &Deletion| d.cpu.of(c)))?;
+        writeln!(md, "{}", row(c.label(), &|u| u.of(c)))?;
     }
-    writeln!(md, "{}", row("all", &|d: &Deletion| d.cpu.total()))?;
+    writeln!(md, "{}", row("all", &|u| u.total()))?;
     writeln!(md)?;
-    let apiserver: Vec<f64> = ours.iter().map(|d| d.cpu.of(Component::Apiserver).0).collect();
-    let ours_cpu: Vec<f64> = ours.iter().map(|d| d.cpu.of(Component::ProviderNop).0).collect();
+    let apiserver: Vec<f64> = read.iter().map(|(_, u)| u.of(Component::Apiserver).0).collect();
+    let ours_cpu: Vec<f64> = read.iter().map(|(_, u)| u.of(Component::ProviderNop).0).collect();
     let (a50, _, _) = handover::summary(&apiserver);
     let (o50, _, _) = handover::summary(&ours_cpu);
     writeln!(
