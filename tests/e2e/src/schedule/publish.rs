@@ -244,7 +244,7 @@ impl Report {
                 self.audit.cut_off_writes.to_string(),
             ),
             (
-                "Leader-election Events not judged against terms (written at term boundaries)",
+                "Leader-election Events not judged against terms (written as a term begins, and after it ends)",
                 self.audit.election_events.to_string(),
             ),
             (

@@ -144,7 +144,8 @@ pub struct AuditFigures {
     /// Writes by the replicas that the apiserver received but never answered (cut off by a restart).
     pub cut_off_writes: usize,
     /// The replicas' leader-election Events (named after their Lease): not judged against terms, since
-    /// the elector writes "stopped leading" as its term ends; counted so the verdict shows what it leaves out.
+    /// the elector writes "stopped leading" after its term ended (once it sees a successor hold the
+    /// Lease, or 250 ms after its release); counted so the verdict shows what it leaves out.
     pub election_events: usize,
 }
 
@@ -617,7 +618,7 @@ impl Report {
         let _ = writeln!(
             s,
             "audit log: {} files, {} requests, {} unparsable lines, {} replica writes cut off, {} \
-             leader-election Events not judged against terms (written at term boundaries)",
+             leader-election Events not judged against terms (written as a term begins, and after it ends)",
             self.audit.files,
             self.audit.requests,
             self.audit.unparsable,
