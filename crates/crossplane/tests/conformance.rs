@@ -12,6 +12,11 @@
 //! development annotations, so the waits for a Function's `Healthy` and `Active` are left out (no
 //! package manager yet); upstream's `crossplane-system` and `default` namespaces are one fresh namespace
 //! each per scenario, so that scenarios run in parallel.
+//!
+//! The scenarios wait on controllers far more than they compute (a whole run used about a quarter of
+//! 2 cores, with libtest's default of one test per core), so this target has its own `main`
+//! ([`libtest_mimic`]): [`SCENARIOS_AT_ONCE`] at a time unless `--test-threads` or `RUST_TEST_THREADS`
+//! says otherwise. Filters, `--exact`, `--skip`, `--list` and `--nocapture` work as with libtest.
 
 mod support;
 
@@ -33,6 +38,7 @@ use std::time::Duration;
 use conformance::harness::World;
 use conformance::manifests::*;
 use conformance::outcome::{self, COMPOSITIONS, record};
+use libtest_mimic::{Arguments, Trial};
 use serde_json::{Value, json};
 
 const SEC: Duration = Duration::from_secs(1);
@@ -77,7 +83,6 @@ async fn xr_of_claim(w: &World, claim: &Value) -> anyhow::Result<Value> {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn test_basic_composition_cluster() -> anyhow::Result<()> {
     record("TestBasicCompositionCluster", COMPOSITIONS, async {
         let w = World::start("basic-cluster").await?;
@@ -132,7 +137,6 @@ async fn test_basic_composition_cluster() -> anyhow::Result<()> {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn test_basic_composition_namespaced() -> anyhow::Result<()> {
     record("TestBasicCompositionNamespaced", COMPOSITIONS, async {
         let w = World::start("basic-ns").await?;
@@ -170,7 +174,6 @@ async fn test_basic_composition_namespaced() -> anyhow::Result<()> {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn test_lack_of_rights_namespaced() -> anyhow::Result<()> {
     record("TestLackOfRightsNamespaced", COMPOSITIONS, async {
         let w = World::start("lack-of-rights").await?;
@@ -229,7 +232,6 @@ async fn test_lack_of_rights_namespaced() -> anyhow::Result<()> {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn test_namespaced_xr_cluster_composition() -> anyhow::Result<()> {
     record("TestNamespacedXRClusterComposition", COMPOSITIONS, async {
         let w = World::start("ns-xr-cluster").await?;
@@ -274,7 +276,6 @@ async fn test_namespaced_xr_cluster_composition() -> anyhow::Result<()> {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn test_composition_validation() -> anyhow::Result<()> {
     record("TestCompositionValidation", COMPOSITIONS, async {
         // Validation is the apiserver's (CEL and schema rules in the Composition CRD): no core needed.
@@ -346,7 +347,6 @@ async fn test_composition_validation() -> anyhow::Result<()> {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn test_composition_selection() -> anyhow::Result<()> {
     record("TestCompositionSelection", COMPOSITIONS, async {
         let w = World::start("selection").await?;
@@ -440,7 +440,6 @@ async fn test_composition_selection() -> anyhow::Result<()> {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn test_composition_revision_selection() -> anyhow::Result<()> {
     record("TestCompositionRevisionSelection", COMPOSITIONS, async {
         let w = World::start("revision-selection").await?;
@@ -494,7 +493,6 @@ async fn test_composition_revision_selection() -> anyhow::Result<()> {
 }
 
 /// The upstream scenarios this suite cannot run yet, recorded as `cannot-run` with the reason.
-#[test]
 fn cannot_run_yet_is_recorded() -> anyhow::Result<()> {
     let names: std::collections::BTreeSet<&str> = outcome::CANNOT_RUN.iter().map(|(n, _, _)| *n).collect();
     anyhow::ensure!(
@@ -545,3 +543,90 @@ fn cannot_run_yet_is_recorded() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// How many scenarios run at once by default: each is a core, an RBAC manager and a function, mostly
+/// waiting, so more than the 2 cores' worth; the longest scenario (about 2 minutes) bounds the run.
+const SCENARIOS_AT_ONCE: usize = 6;
+
+/// One scenario as a trial, on a runtime of its own like `#[tokio::test(flavor = "multi_thread")]`.
+fn scenario<F, Fut>(name: &str, f: F) -> Trial
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    Trial::test(name.replace(' ', ""), move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| format!("building a tokio runtime: {e}"))?;
+        rt.block_on(f()).map_err(|e| format!("{e:?}").into())
+    })
+}
+
+/// Every scenario, by the name libtest gave it when these were `#[tokio::test]`s.
+macro_rules! scenarios {
+    ($($path:path),* $(,)?) => {
+        vec![$(scenario(stringify!($path), $path)),*]
+    };
+}
+
+fn main() -> std::process::ExitCode {
+    let mut args = Arguments::from_args();
+    if args.test_threads.is_none() {
+        args.test_threads = Some(
+            std::env::var("RUST_TEST_THREADS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(SCENARIOS_AT_ONCE),
+        );
+    }
+    let mut trials = scenarios![
+        test_basic_composition_cluster,
+        test_basic_composition_namespaced,
+        test_lack_of_rights_namespaced,
+        test_namespaced_xr_cluster_composition,
+        test_composition_validation,
+        test_composition_selection,
+        test_composition_revision_selection,
+        conformance::circuit::test_circuit_breaker,
+        conformance::environment::test_environment_config_default,
+        conformance::environment::test_environment_config_multiple_max_match_1,
+        conformance::environment::test_environment_config_multiple_max_match_nil,
+        conformance::environment::test_environment_resolution_optional,
+        conformance::environment::test_environment_resolve_always,
+        conformance::legacy::test_legacy_bind_to_existing_xr,
+        conformance::legacy::test_legacy_propagate_fields_removal_to_xr,
+        conformance::legacy::test_legacy_propagate_fields_removal_to_xr_after_upgrade,
+        conformance::legacy::test_legacy_composition,
+        conformance::ops::test_operation,
+        conformance::ops::test_operation_retry_logic,
+        conformance::ops::test_operation_multi_step_pipeline,
+        conformance::ops::test_cron_operation_scheduling,
+        conformance::ops::test_watch_operation_resource_changes,
+        conformance::required::test_required_resources,
+        conformance::required::test_required_schemas,
+        conformance::usage::test_usage_standalone_namespaced,
+        conformance::usage::test_usage_standalone_cluster,
+        conformance::usage::test_legacy_usage_standalone,
+        conformance::usage::test_legacy_usage_composition,
+        conformance::xrd::test_xrd_validation,
+        conformance::xrd::test_xrd_subresources,
+        conformance::xrd::test_xrd_referenceable_version_change,
+    ];
+    // The longest scenarios first, so that they do not start last and stretch the run.
+    trials.sort_by_key(|t| !LONGEST.contains(&t.name()));
+    trials.push(Trial::test("cannot_run_yet_is_recorded", || {
+        cannot_run_yet_is_recorded().map_err(|e| format!("{e:?}").into())
+    }));
+    libtest_mimic::run(&args, trials).exit_code()
+}
+
+/// The scenarios that wait longest (for minutes of a claim keeping its generation, a cron schedule, a
+/// circuit breaker's cool-down), started first.
+const LONGEST: [&str; 4] = [
+    "conformance::legacy::test_legacy_propagate_fields_removal_to_xr_after_upgrade",
+    "conformance::ops::test_cron_operation_scheduling",
+    "conformance::legacy::test_legacy_propagate_fields_removal_to_xr",
+    "conformance::circuit::test_circuit_breaker",
+];

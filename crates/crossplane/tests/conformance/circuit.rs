@@ -62,8 +62,7 @@ fn response(w: &World) -> Value {
     })
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_circuit_breaker() -> anyhow::Result<()> {
+pub async fn test_circuit_breaker() -> anyhow::Result<()> {
     record("TestCircuitBreaker", COMPOSITIONS, async {
         let w = World::start_with("circuit-breaker", &["--circuit-breaker-burst=50"]).await?;
         let group = format!("{}.example.org", w.id);

@@ -194,8 +194,7 @@ impl Env {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_environment_config_default() -> anyhow::Result<()> {
+pub async fn test_environment_config_default() -> anyhow::Result<()> {
     record("TestEnvironmentConfigDefault", FILE, async {
         let e = Env::start("env-default").await?;
         let environment = json!({"environmentConfigs": [
@@ -214,8 +213,7 @@ async fn test_environment_config_default() -> anyhow::Result<()> {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_environment_config_multiple_max_match_1() -> anyhow::Result<()> {
+pub async fn test_environment_config_multiple_max_match_1() -> anyhow::Result<()> {
     record("TestEnvironmentConfigMultipleMaxMatch1", FILE, async {
         let e = Env::start("env-max1").await?;
         let environment = json!({"environmentConfigs": [
@@ -239,8 +237,7 @@ async fn test_environment_config_multiple_max_match_1() -> anyhow::Result<()> {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_environment_config_multiple_max_match_nil() -> anyhow::Result<()> {
+pub async fn test_environment_config_multiple_max_match_nil() -> anyhow::Result<()> {
     record("TestEnvironmentConfigMultipleMaxMatchNil", FILE, async {
         let e = Env::start("env-maxnil").await?;
         let environment = json!({"environmentConfigs": [
@@ -264,8 +261,7 @@ async fn test_environment_config_multiple_max_match_nil() -> anyhow::Result<()> 
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_environment_resolution_optional() -> anyhow::Result<()> {
+pub async fn test_environment_resolution_optional() -> anyhow::Result<()> {
     record("TestEnvironmentResolutionOptional", FILE, async {
         let e = Env::start("env-optional").await?;
         // example-environment-2 is referenced but never created.
@@ -280,8 +276,7 @@ async fn test_environment_resolution_optional() -> anyhow::Result<()> {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_environment_resolve_always() -> anyhow::Result<()> {
+pub async fn test_environment_resolve_always() -> anyhow::Result<()> {
     record("TestEnvironmentResolveAlways", FILE, async {
         let e = Env::start("env-always").await?;
         let environment = json!({"environmentConfigs": [

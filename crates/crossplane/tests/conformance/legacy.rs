@@ -20,8 +20,7 @@ use super::manifests::{composition, nop_role, super_secret, xrd_v1_with_claim};
 use super::outcome::{LEGACY, record};
 use crate::{MIN, SEC};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_legacy_bind_to_existing_xr() -> anyhow::Result<()> {
+pub async fn test_legacy_bind_to_existing_xr() -> anyhow::Result<()> {
     record("TestLegacyBindToExistingXR", LEGACY, async {
         let w = World::start("legacy-bind").await?;
         let group = format!("{}.nop.example.org", w.id);
@@ -207,8 +206,7 @@ async fn fields_removal_propagated(w: &World, claim: &Value, xr: &Value) -> anyh
 /// `TestLegacyPropagateFieldsRemovalToXR` (`manifests/apiextensions/composition/
 /// legacy-propagate-field-removals`): labels, annotations, array items and map keys removed from a claim
 /// by its field manager are removed from its XR too, and then neither changes for 30 s.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_legacy_propagate_fields_removal_to_xr() -> anyhow::Result<()> {
+pub async fn test_legacy_propagate_fields_removal_to_xr() -> anyhow::Result<()> {
     record("TestLegacyPropagateFieldsRemovalToXR", LEGACY, async {
         let w = World::start("legacy-removals").await?;
         let Removals { setup, api_version, claim, xr } = create_removals(&w).await?;
@@ -294,8 +292,7 @@ fn owners(obj: &Value, path: &[&str]) -> Vec<String> {
 /// label bar and the claim controller's server-side manager has no entry (the positive control: that
 /// ownership is what would keep bar on the XR without the upgrade); after it, only the server-side
 /// manager owns the claim's fields.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_legacy_propagate_fields_removal_to_xr_after_upgrade() -> anyhow::Result<()> {
+pub async fn test_legacy_propagate_fields_removal_to_xr_after_upgrade() -> anyhow::Result<()> {
     record("TestLegacyPropagateFieldsRemovalToXRAfterUpgrade", LEGACY, async {
         // DisableSSAClaims.
         let mut w = World::start_with("legacy-removals-upgrade", &["--enable-ssa-claims=false"]).await?;
@@ -368,8 +365,7 @@ async fn test_legacy_propagate_fields_removal_to_xr_after_upgrade() -> anyhow::R
 /// carries the scenario's label; upstream installs provider-nop as a Provider package and waits for it
 /// to be Healthy and Active, which needs a node (the packages suite proves that path). function-auto-ready
 /// is ours on the official Python SDK (`tests/functions/auto_ready.py`).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_legacy_composition() -> anyhow::Result<()> {
+pub async fn test_legacy_composition() -> anyhow::Result<()> {
     record("TestLegacyComposition", LEGACY, async {
         let mut w = World::start("legacy-composition").await?;
         let auto_ready = w.serve_function("auto_ready.py", "function-auto-ready").await?;

@@ -113,8 +113,7 @@ async fn operations_labelled(
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_operation() -> anyhow::Result<()> {
+pub async fn test_operation() -> anyhow::Result<()> {
     record("TestOperation", FILE, async {
         let w = start("ops-basic").await?;
         // The step's credentials are only loaded, not used.
@@ -171,8 +170,7 @@ async fn test_operation() -> anyhow::Result<()> {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_operation_retry_logic() -> anyhow::Result<()> {
+pub async fn test_operation_retry_logic() -> anyhow::Result<()> {
     record("TestOperationRetryLogic", FILE, async {
         let w = start("ops-retry").await?;
         let s = step(
@@ -211,8 +209,7 @@ async fn test_operation_retry_logic() -> anyhow::Result<()> {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_operation_multi_step_pipeline() -> anyhow::Result<()> {
+pub async fn test_operation_multi_step_pipeline() -> anyhow::Result<()> {
     record("TestOperationMultiStepPipeline", FILE, async {
         let w = start("ops-pipeline").await?;
         let cm = |name: &str, step: &str, content: &str| {
@@ -264,8 +261,7 @@ async fn test_operation_multi_step_pipeline() -> anyhow::Result<()> {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_cron_operation_scheduling() -> anyhow::Result<()> {
+pub async fn test_cron_operation_scheduling() -> anyhow::Result<()> {
     record("TestCronOperationScheduling", FILE, async {
         let w = start("ops-cron").await?;
         let name = format!("basic-cronop-{}", w.id);
@@ -313,8 +309,7 @@ async fn test_cron_operation_scheduling() -> anyhow::Result<()> {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_watch_operation_resource_changes() -> anyhow::Result<()> {
+pub async fn test_watch_operation_resource_changes() -> anyhow::Result<()> {
     record("TestWatchOperationResourceChanges", FILE, async {
         let w = start("ops-watch").await?;
         let name = format!("basic-watchop-{}", w.id);

@@ -82,8 +82,7 @@ fn configmap(w: &World, namespace: &str, name: &str, value: &str) -> Value {
            "data": {"test-key": value, "another-key": "another-value"}})
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_required_resources() -> anyhow::Result<()> {
+pub async fn test_required_resources() -> anyhow::Result<()> {
     record("TestRequiredResources", COMPOSITIONS, async {
         let mut w = World::start("required-resources").await?;
         let function = w.serve_function("python.py", "function-python-resources").await?;
@@ -156,8 +155,7 @@ def compose(req, rsp):
         message=f"schema received: {got}, properties: {has_properties}, references inlined: {flattened}"))
 "#;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_required_schemas() -> anyhow::Result<()> {
+pub async fn test_required_schemas() -> anyhow::Result<()> {
     record("TestRequiredSchemas", COMPOSITIONS, async {
         let mut w = World::start("required-schemas").await?;
         let function = w.serve_function("python.py", "function-python-schemas").await?;

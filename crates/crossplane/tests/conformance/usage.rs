@@ -179,8 +179,7 @@ async fn blocked_with_reason(w: &World, used: &Value, usage: &Value) -> anyhow::
     Ok(refused)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_usage_standalone_namespaced() -> anyhow::Result<()> {
+pub async fn test_usage_standalone_namespaced() -> anyhow::Result<()> {
     record("TestUsageStandaloneNamespaced", FILE, async {
         let w = World::start("usage-ns").await?;
         webhook_ready(&w).await?;
@@ -249,8 +248,7 @@ async fn test_usage_standalone_namespaced() -> anyhow::Result<()> {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_usage_standalone_cluster() -> anyhow::Result<()> {
+pub async fn test_usage_standalone_cluster() -> anyhow::Result<()> {
     record("TestUsageStandaloneCluster", FILE, async {
         let w = World::start("usage-cluster").await?;
         webhook_ready(&w).await?;
@@ -313,8 +311,7 @@ fn nop(w: &World, name: &str, labels: Value) -> Value {
                {"conditionType": "Ready", "conditionStatus": "True", "time": "10s"}]}}})
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_legacy_usage_standalone() -> anyhow::Result<()> {
+pub async fn test_legacy_usage_standalone() -> anyhow::Result<()> {
     record("TestLegacyUsageStandalone", LEGACY_FILE, async {
         let w = World::start("legacy-usage").await?;
         let role = nop_role(&w);
@@ -359,8 +356,7 @@ async fn test_legacy_usage_standalone() -> anyhow::Result<()> {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_legacy_usage_composition() -> anyhow::Result<()> {
+pub async fn test_legacy_usage_composition() -> anyhow::Result<()> {
     record("TestLegacyUsageComposition", LEGACY_FILE, async {
         let w = World::start("legacy-usage-comp").await?;
         let role = nop_role(&w);

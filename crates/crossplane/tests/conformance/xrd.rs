@@ -54,8 +54,7 @@ async fn refused(w: &World, case: &str, obj: &Value) -> anyhow::Result<String> {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_xrd_validation() -> anyhow::Result<()> {
+pub async fn test_xrd_validation() -> anyhow::Result<()> {
     record("TestXRDValidation", XRDS, async {
         let w = World::start("xrd-validation").await?;
         let group = format!("{}.nop.example.org", w.id);
@@ -148,8 +147,7 @@ async fn test_xrd_validation() -> anyhow::Result<()> {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_xrd_subresources() -> anyhow::Result<()> {
+pub async fn test_xrd_subresources() -> anyhow::Result<()> {
     record("TestXRDSubresources", XRDS, async {
         let w = World::start("xrd-subresources").await?;
         let group = format!("{}.nop.example.org", w.id);
@@ -250,8 +248,7 @@ async fn composed_configmaps(w: &World, xr: &Value) -> anyhow::Result<Vec<Value>
     Ok(out)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn test_xrd_referenceable_version_change() -> anyhow::Result<()> {
+pub async fn test_xrd_referenceable_version_change() -> anyhow::Result<()> {
     record("TestXRDReferenceableVersionChange", XRDS, async {
         let w = World::start("xrd-referenceable").await?;
         let group = format!("{}.test.example.org", w.id);
