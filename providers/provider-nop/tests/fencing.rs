@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use common::{ready_and_synced, user_agent};
-use election::admission::FencePolicy;
+use election::admission::{Covers, FencePolicy};
 use jiff::Timestamp;
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
@@ -142,6 +142,7 @@ async fn setup() -> Result<Bed> {
         service_account: SA,
         lease_namespace: &ns,
         lease: LEASE,
+        covers: Covers::Everything,
     };
     let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
     let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());

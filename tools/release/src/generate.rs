@@ -257,6 +257,7 @@ fn fence_files(files: &mut BTreeMap<PathBuf, String>, binaries: &[Deployed]) -> 
             service_account: b.name,
             lease_namespace: NAMESPACE,
             lease: b.lease.lease_id,
+            covers: fence_covers(b),
         };
         let objects = [
             ("policy", serde_json::to_value(fence.policy()?)?),
@@ -433,6 +434,28 @@ fn cluster_meta(binary: &str, name: &str) -> Value {
 /// The binary's ServiceAccount as a binding's only subject.
 fn subject(binary: &str) -> Value {
     json!([{"kind": "ServiceAccount", "name": binary, "namespace": NAMESPACE}])
+}
+
+/// What a binary's fence matches: for the core, whose ClusterRole aggregates what providers and XRDs
+/// bring, every write (but the node's and Kubernetes' own status writes); for the others, exactly the
+/// writes their generated RBAC grants (cluster_rbac and election_rbac), since RBAC refuses any other
+/// before admission.
+fn fence_covers(b: &Deployed) -> election::admission::Covers {
+    use election::admission::{Covers, WriteRule};
+    if b.core {
+        return Covers::Everything;
+    }
+    let rules = manager::controller::rbac::normalize(
+        (b.needs)()
+            .into_iter()
+            .chain(manager::controller::rbac::election_needs(b.lease.lease_id)),
+    );
+    Covers::Only(
+        rules
+            .iter()
+            .filter_map(|r| WriteRule::from_rbac(&r.api_groups, &r.resources, &r.resource_names, &r.verbs))
+            .collect(),
+    )
 }
 
 /// The Role and RoleBinding of its Lease.

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use election::admission::FencePolicy;
+use election::admission::{Covers, FencePolicy};
 use jiff::Timestamp;
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
@@ -43,6 +43,7 @@ impl World<'_> {
                 service_account: sa,
                 lease_namespace: &self.ns,
                 lease,
+                covers: Covers::Everything,
             };
             policies
                 .create(&PostParams::default(), &fence.policy()?)
