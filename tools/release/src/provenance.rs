@@ -94,6 +94,8 @@ pub const ARTIFACTS: &[Artifact] = &[
             "crates/election/src",
             "crates/testenv/src/node",
             "crates/manager/src/run/own_pod.rs",
+            // The node applies the fence, which every write in the handover's window goes through.
+            "deploy/fencing",
             "tests/e2e/src/node",
             "tests/peers/provider-nop-go",
         ],
