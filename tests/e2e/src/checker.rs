@@ -26,6 +26,15 @@
 //! `resourceVersion` of both the write and the next holder's acquiring write, and the write's is the
 //! lower, etcd committed it before the takeover, and the two did not overlap. Such writes are no
 //! violations, but callers count and show them next to the verdict.
+//!
+//! A term ends at its holder's own release when the apiserver *received* it (the holder sent it, and
+//! nothing of its term may come after), but at another writer's lock write (a takeover, or a foreign
+//! release) only once that write was *answered*: the holder cannot know of it before, and by the rule
+//! above a write received before then did not happen after it. A takeover's term begins at that same
+//! answer, so an overlap with it is still caught; a foreign release (a Go peer thawed from a freeze
+//! releasing its successor's term, see [`foreign_releases`]) begins no term, and the holder's writes
+//! received while it was in flight are inside the holder's term. [`during_foreign_lock_write`] counts
+//! them for the caller to show.
 
 use std::time::Duration;
 
@@ -77,6 +86,8 @@ pub struct Term {
     pub lease_duration: Duration,
     /// When the apiserver received the next successful write naming someone else (or a release).
     pub next_write: Option<Timestamp>,
+    /// When the apiserver answered that write.
+    pub next_write_answered: Option<Timestamp>,
     /// Whether that next write was the holder's own release.
     pub released: bool,
     /// When the next term of another holder began (its acquiring write's response was complete).
@@ -86,16 +97,27 @@ pub struct Term {
 }
 
 impl Term {
-    /// The latest moment the holder may act: the next foreign write, or its lease's expiry after the last
-    /// renew, whichever comes first.
+    /// The latest moment the holder may act: the next lock write (its own release when received,
+    /// another writer's when answered), or its lease's expiry after the last renew, whichever comes
+    /// first.
     pub fn valid_until(&self) -> Timestamp {
         let expiry = self
             .last_renew
             .checked_add(SignedDuration::try_from(self.lease_duration).unwrap_or(SignedDuration::MAX))
             .unwrap_or(Timestamp::MAX);
-        match self.next_write {
+        match self.ended_by_lock_write() {
             Some(next) if next < expiry => next,
             _ => expiry,
+        }
+    }
+
+    /// When the next lock write ended the term: the holder's own release when the apiserver received
+    /// it, another writer's write when the apiserver answered it.
+    fn ended_by_lock_write(&self) -> Option<Timestamp> {
+        if self.released {
+            self.next_write
+        } else {
+            self.next_write_answered.or(self.next_write)
         }
     }
 
@@ -212,6 +234,7 @@ pub fn terms(events: &[AuditEvent], lock: &Lock) -> Vec<Term> {
                     && t.next_write.is_none()
                 {
                     t.next_write = Some(w.received);
+                    t.next_write_answered = Some(w.stage_time);
                     t.released = holder.is_empty() && writer(w) == t.holder;
                 }
                 if !holder.is_empty() {
@@ -230,6 +253,7 @@ pub fn terms(events: &[AuditEvent], lock: &Lock) -> Vec<Term> {
                         last_renew: w.received,
                         lease_duration: duration,
                         next_write: None,
+                        next_write_answered: None,
                         released: false,
                         next_start: None,
                         next_start_committed: None,
@@ -366,7 +390,7 @@ pub fn before_next_term(terms: &[Term], e: &AuditEvent) -> Option<NextTerm> {
         .find(|t| t.holder == identity && t.start <= e.received)?;
     let start = term.next_start?;
     let ended = term.valid_until();
-    let end = match term.next_write {
+    let end = match term.ended_by_lock_write() {
         Some(next) if next == ended && term.released => TermEnd::Released,
         Some(next) if next == ended => TermEnd::Overwritten,
         _ => TermEnd::Lapsed,
@@ -412,6 +436,30 @@ pub fn foreign_releases(events: &[AuditEvent], lock: &Lock) -> Vec<ForeignReleas
         holder = named;
     }
     out
+}
+
+/// The writes selected by `is_controller_write` that their writer's term covers only because another
+/// writer's lock write ending it was still in flight: received after that write arrived and before it
+/// was answered (see the module's notes). Callers show how many next to the verdict.
+pub fn during_foreign_lock_write<'a>(
+    terms: &[Term],
+    events: &'a [AuditEvent],
+    lock: &Lock,
+    is_controller_write: impl Fn(&AuditEvent) -> bool,
+) -> Vec<&'a AuditEvent> {
+    events
+        .iter()
+        .filter(|e| e.is_write() && !lock.matches(e) && is_controller_write(e))
+        .filter(|e| {
+            let identity = writer(e);
+            terms.iter().any(|t| {
+                t.holder == identity
+                    && !t.released
+                    && t.covers(e.received, e.stage_time)
+                    && t.next_write.is_some_and(|arrived| e.received > arrived)
+            })
+        })
+        .collect()
 }
 
 /// Checks that every write selected by `is_controller_write` was made by a replica inside one of its own
@@ -695,6 +743,33 @@ mod tests {
         let mut stranger = before[1].clone();
         stranger.user_agent = "x/1 (c)".into();
         assert_eq!(before_next_term(&terms, &stranger), None);
+    }
+
+    #[test]
+    fn a_write_while_a_foreign_release_is_in_flight_is_inside_the_term_and_counted() {
+        let lock = Lock::lease("ns", "lock");
+        // b holds; a (stale) releases b's term: received at 1000, answered at 1030.
+        let mut release = lease(1000, "a", "");
+        release.stage_time = release.received + SignedDuration::from_millis(30);
+        let log = vec![
+            lease(0, "b", "b"),
+            release,
+            // b's write received at 1010, while the release was in flight (answered at 1015).
+            write(1010, "b"),
+        ];
+        let terms = super::terms(&log, &lock);
+        assert!(check_writes(&log, &lock, |_| true).is_empty());
+        let counted = during_foreign_lock_write(&terms, &log, &lock, |_| true);
+        assert_eq!(counted.len(), 1, "{counted:?}");
+        // Positive control: received after the release was answered, it is a violation.
+        let log = vec![log[0].clone(), log[1].clone(), write(1031, "b")];
+        let v = check_writes(&log, &lock, |_| true);
+        assert_eq!(v.len(), 1, "{v:?}");
+        // The holder's own release ends its term when received, as before.
+        let mut own = lease(1000, "b", "");
+        own.stage_time = own.received + SignedDuration::from_millis(30);
+        let log = vec![lease(0, "b", "b"), own, write(1010, "b")];
+        assert_eq!(check_writes(&log, &lock, |_| true).len(), 1);
     }
 
     #[test]

@@ -127,6 +127,8 @@ impl World<'_> {
             }
             report.violations.extend(checker::check_lock(&events, &lock));
             let lock_terms = checker::terms(&judged, &lock);
+            report.during_foreign_lock_write +=
+                checker::during_foreign_lock_write(&lock_terms, &judged, &lock, controller_write).len();
             for v in checker::check_writes_in(&lock_terms, &judged, &lock, controller_write) {
                 let event = judged
                     .iter()

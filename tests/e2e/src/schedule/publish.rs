@@ -123,6 +123,7 @@ impl Report {
                 "unproven": w.unproven,
             })).collect::<Vec<_>>(),
             "late_writes_committed_before_takeover": self.committed_before_takeover(),
+            "writes_during_foreign_lock_write": self.during_foreign_lock_write,
             "go_peer_findings": self.peer_findings().count(),
             "late_writes_settled": self.settled(),
             "resources": {
@@ -208,6 +209,12 @@ impl Report {
                 "Writes received in their writer's term, answered after the next term began, and committed by \
                  etcd before its acquiring write (by resourceVersion: no overlap, not violations)",
                 self.committed_before_takeover().to_string(),
+            ),
+            (
+                "Writes received while another writer's Lease write ending their writer's term was still \
+                 unanswered (judged inside the term: the writer could not know of it, and its takeover, if \
+                 any, began only with that answer)",
+                self.during_foreign_lock_write.to_string(),
             ),
             ("Fence refusals (403)", self.fence_refusals().to_string()),
             (

@@ -212,6 +212,10 @@ impl Census {
 pub struct Report {
     /// The faults, in order.
     pub faults: Vec<FaultRecord>,
+    /// Controller writes received while another writer's Lease write ending their writer's term was
+    /// in flight (arrived, not yet answered), which the checker counts inside the term
+    /// ([`crate::checker::during_foreign_lock_write`]): shown next to the verdict.
+    pub during_foreign_lock_write: usize,
     /// Leadership changes during each kind of fault (both Leases), from the audit log.
     pub changes_by_fault: BTreeMap<Fault, usize>,
     /// Leadership changes per Lease during the faults, from the audit log.
@@ -604,12 +608,15 @@ impl Report {
             s,
             "late writes (outside the writer's terms): {} ({} by frozen leaders, {} refused by the fence with 403, \
              {} whose answer did not tell proven to have taken no effect (by the object read back or the fence's earlier refusal of the writer), {} received in \
-             their term and answered after the takeover but committed before it by resourceVersion)",
+             their term and answered after the takeover but committed before it by resourceVersion); {} writes \
+             received while another writer's Lease write ending their writer's term was still unanswered, \
+             judged inside the term",
             self.late_writes.len(),
             self.late_writes.iter().filter(|w| w.frozen).count(),
             self.fence_refusals(),
             self.settled(),
-            self.committed_before_takeover()
+            self.committed_before_takeover(),
+            self.during_foreign_lock_write
         );
         for w in self.late_writes.iter().take(40) {
             let _ = writeln!(s, "  {}", w.describe());
