@@ -4,10 +4,10 @@
 //! The [`Guard`](crate::Guard) stops a leader from *starting* a write after its term, but a write that
 //! was begun in the term can still reach the apiserver later: a process frozen (SIGSTOP, a long GC or
 //! VM pause) between its last check and the socket sends it when it resumes. Only the apiserver can
-//! refuse that write, and this policy makes it do so. It takes the Lease as its parameter and, for every
-//! create, update and delete by the ServiceAccount (except on the lock objects themselves and on Events,
-//! which record state rather than change it), requires the
-//! pod that the request's token is bound to to be the holder: the holder identity must be the pod's name
+//! refuse that write, and this policy makes it do so. It takes the Lease as its parameter and, for the
+//! creates, updates and deletes by the ServiceAccount that it covers (see [`Covers`] below: what that
+//! ServiceAccount's RBAC lets it write, never the lock objects themselves nor Events, which record state
+//! rather than change it), requires the pod that the request's token is bound to to be the holder: the holder identity must be the pod's name
 //! or start with `<pod name>_` (controller-runtime's `<hostname>_<uuid>`, whose hostname is the pod's
 //! name). The apiserver puts the pod's name in `authentication.kubernetes.io/pod-name` of the user's
 //! extra for every projected ServiceAccount token, which is what pods get by default.

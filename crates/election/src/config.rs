@@ -6,7 +6,7 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use crate::{elector::Elector, metrics::Metrics, record::UNKNOWN_LEADER, timings::Timings};
+use crate::{elector::Elector, metrics::Metrics, record::UNKNOWN_LEADER, timings::Timings, warm::KEEP_WARM};
 
 /// Which Kubernetes object(s) hold the leader record.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -53,6 +53,10 @@ pub struct ElectionConfig {
     pub labels: BTreeMap<String, String>,
     /// Which object(s) hold the record.
     pub lock_kind: LockKind,
+    /// How often a following candidate sends a request that keeps a connection of its pool ready for
+    /// its acquiring write (see [`KEEP_WARM`](crate::KEEP_WARM)); `None` sends none, and the acquiring
+    /// write then opens a new connection.
+    pub keep_warm: Option<Duration>,
 }
 
 impl ElectionConfig {
@@ -100,6 +104,7 @@ impl ElectorBuilder {
                 release_on_cancel: true,
                 labels: BTreeMap::new(),
                 lock_kind: LockKind::Lease,
+                keep_warm: Some(KEEP_WARM),
             },
             metrics: Metrics::new(),
         }
@@ -126,6 +131,13 @@ impl ElectorBuilder {
     /// Sets the lock kind (default [`LockKind::Lease`]).
     pub fn lock_kind(mut self, k: LockKind) -> Self {
         self.config.lock_kind = k;
+        self
+    }
+
+    /// Sets how often a following candidate keeps a connection ready for its acquiring write (default
+    /// [`KEEP_WARM`](crate::KEEP_WARM)); `None` turns it off.
+    pub fn keep_warm(mut self, period: Option<Duration>) -> Self {
+        self.config.keep_warm = period;
         self
     }
 
@@ -224,6 +236,9 @@ pub(crate) fn validate(c: &ElectionConfig) -> Result<(), ConfigError> {
     if c.identity == UNKNOWN_LEADER {
         return Err(ConfigError::ReservedIdentity);
     }
+    if c.keep_warm == Some(Duration::ZERO) {
+        return Err(ConfigError::NotPositive { field: "keep_warm" });
+    }
     c.timings.validate()
 }
 
@@ -240,6 +255,7 @@ mod tests {
             release_on_cancel: true,
             labels: BTreeMap::new(),
             lock_kind: LockKind::Lease,
+            keep_warm: Some(KEEP_WARM),
         }
     }
 
@@ -279,5 +295,15 @@ mod tests {
                 field: "retry_period"
             }
         );
+    }
+
+    #[test]
+    fn a_zero_keep_warm_period_is_rejected_and_none_turns_it_off() {
+        let e = err(|c| c.keep_warm = Some(Duration::ZERO));
+        assert_eq!(e, ConfigError::NotPositive { field: "keep_warm" });
+        assert_eq!(e.to_string(), "keep_warm must be greater than zero");
+        let mut off = config();
+        off.keep_warm = None;
+        assert_eq!(validate(&off), Ok(()));
     }
 }

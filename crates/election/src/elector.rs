@@ -65,6 +65,7 @@ use crate::{
     lock::{Lock, RequestError, View, WriteError},
     metrics::Metrics,
     record::LeaderRecord,
+    warm::{self, WarmTask},
     watch::{self as lockwatch, Seen, WatchMsg, WatchTask},
 };
 
@@ -156,6 +157,7 @@ struct Runner {
     events: Events,
     watch_rx: mpsc::Receiver<WatchMsg>,
     _watches: Vec<WatchTask>,
+    _warm: Option<WarmTask>,
     role: Role,
     not_before: Option<Instant>,
     failures: u32,
@@ -207,6 +209,14 @@ impl Runner {
                 )
             })
             .collect();
+        let warm = config.keep_warm.map(|period| {
+            warm::spawn(
+                client.clone(),
+                tx.subscribe(),
+                period,
+                config.timings.request_timeout(),
+            )
+        });
         let events = Events::new(client, &config.identity, config.timings.request_timeout());
         metrics.set_leading(&config.name, false);
         Self {
@@ -218,6 +228,7 @@ impl Runner {
             events,
             watch_rx,
             _watches: watches,
+            _warm: warm,
             role: Role::Following,
             not_before: None,
             failures: 0,

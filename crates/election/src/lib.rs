@@ -61,6 +61,10 @@
 //!   observed expiry instant; a release seen on the watch is acquired at once; a broken watch re-lists.
 //!   The leader uses the same watch to notice foreign writes and steps down at once instead of at its
 //!   next renew. A MultiLock watches both objects.
+//! - **A standby keeps a connection ready** for its acquiring write: kube's client speaks HTTP/1.1 and
+//!   the watch holds one connection, so a following candidate sends `GET /version` at once and then
+//!   every [`KEEP_WARM`] (80 s, below the apiserver's 90 s idle timeout), and the acquiring write does
+//!   not open a TCP connection and a TLS session inside the handover. It reads no lock and needs no RBAC.
 //! - **The term guard** ([`Guard`]) is valid until `sent + renew_deadline`, where `sent` is when the last
 //!   successful renew was *sent*; it lapses by the clock even when the apiserver never answers, and the
 //!   elector publishes `Following` at that instant.
@@ -129,6 +133,7 @@ mod metrics;
 mod microtime;
 mod record;
 mod timings;
+mod warm;
 mod watch;
 
 pub use config::{ConfigError, ElectionConfig, ElectorBuilder, LockKind};
@@ -140,3 +145,4 @@ pub use record::UNKNOWN_LEADER;
 #[cfg(feature = "clap")]
 pub use timings::TimingFlags;
 pub use timings::{JITTER_FACTOR, MAX_LEASE_DURATION, Timings};
+pub use warm::KEEP_WARM;

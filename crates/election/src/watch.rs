@@ -3,7 +3,8 @@
 //! Standbys and the leader watch their one object with a field selector on `metadata.name`, using
 //! `kube::runtime::watcher`: an initial list, then one long-running watch that the watcher resumes from
 //! the last resourceVersion when the server closes it, and re-lists after a `410 Gone`. In steady state
-//! that is the only request a standby makes. When the watch breaks (apiserver down, RBAC), the task logs
+//! that is the only request a standby makes of its lock; besides it, only the keep-warm `GET /version`
+//! every 80 s (`warm`). When the watch breaks (apiserver down, RBAC), the task logs
 //! the error (Forbidden with the RBAC rule to add), backs off (250 ms doubling to 30 s) and re-lists.
 //!
 //! For a ConfigMap lock the ConfigMap is watched. For a MultiLock both objects are watched — more than

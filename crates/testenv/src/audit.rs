@@ -165,6 +165,12 @@ impl AuditLog {
         Ok(parse_lines(&self.texts()?, false, |l| l.contains(needle)))
     }
 
+    /// Like [`AuditLog::read_all_stages`], but parses only the lines that contain `needle`: a
+    /// long-running request (a watch) is there from its `ResponseStarted` on.
+    pub fn read_all_stages_containing(&self, needle: &str) -> Result<AuditRead> {
+        Ok(parse_lines(&self.texts()?, true, |l| l.contains(needle)))
+    }
+
     /// The files rotated away (`<stem>-<time>.<ext>` beside the log, oldest first), then the log.
     fn files(&self) -> Result<Vec<PathBuf>> {
         let dir = self.path.parent().unwrap_or(Path::new("."));

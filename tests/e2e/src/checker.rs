@@ -114,10 +114,11 @@ impl Term {
     /// When the next lock write ended the term: the holder's own release when the apiserver received
     /// it, another writer's write when the apiserver answered it.
     fn ended_by_lock_write(&self) -> Option<Timestamp> {
+        // Both are set together, when the next lock write is found.
         if self.released {
             self.next_write
         } else {
-            self.next_write_answered.or(self.next_write)
+            self.next_write_answered
         }
     }
 

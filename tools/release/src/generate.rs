@@ -257,7 +257,7 @@ fn fence_files(files: &mut BTreeMap<PathBuf, String>, binaries: &[Deployed]) -> 
             service_account: b.name,
             lease_namespace: NAMESPACE,
             lease: b.lease.lease_id,
-            covers: fence_covers(b),
+            covers: fence_covers(b)?,
         };
         let objects = [
             ("policy", serde_json::to_value(fence.policy()?)?),
@@ -438,24 +438,35 @@ fn subject(binary: &str) -> Value {
 
 /// What a binary's fence matches: for the core, whose ClusterRole aggregates what providers and XRDs
 /// bring, every write (but the node's and Kubernetes' own status writes); for the others, exactly the
-/// writes their generated RBAC grants (cluster_rbac and election_rbac), since RBAC refuses any other
-/// before admission.
-fn fence_covers(b: &Deployed) -> election::admission::Covers {
+/// writes their controllers' generated RBAC grants (`cluster_rbac`), since RBAC refuses any other before
+/// admission. The election's own RBAC is left out: it grants writes only on the Lease and on Events,
+/// which every fence lets through. A binary whose RBAC grants no other write would get a policy that
+/// fences nothing, so that is an error.
+fn fence_covers(b: &Deployed) -> anyhow::Result<election::admission::Covers> {
     use election::admission::{Covers, WriteRule};
     if b.core {
-        return Covers::Everything;
+        return Ok(Covers::Everything);
     }
-    let rules = manager::controller::rbac::normalize(
-        (b.needs)()
-            .into_iter()
-            .chain(manager::controller::rbac::election_needs(b.lease.lease_id)),
+    let rules: Vec<WriteRule> = manager::controller::rbac::normalize((b.needs)())
+        .iter()
+        .filter_map(|r| WriteRule::from_rbac(&r.api_groups, &r.resources, &r.resource_names, &r.verbs))
+        .collect();
+    anyhow::ensure!(
+        covers_a_fenced_write(&rules),
+        "{}'s RBAC grants no write but on Leases and Events, which the fence lets through, so its fence \
+         policy would refuse nothing: give the binary the writes its controllers make, or leave it out of \
+         deploy/fencing",
+        b.name
     );
-    Covers::Only(
-        rules
-            .iter()
-            .filter_map(|r| WriteRule::from_rbac(&r.api_groups, &r.resources, &r.resource_names, &r.verbs))
-            .collect(),
-    )
+    Ok(Covers::Only(rules))
+}
+
+/// Whether `rules` cover a write on anything but Leases and Events (which no fence refuses).
+fn covers_a_fenced_write(rules: &[election::admission::WriteRule]) -> bool {
+    rules
+        .iter()
+        .flat_map(|r| &r.resources)
+        .any(|res| !matches!(res.as_str(), "leases" | "events"))
 }
 
 /// The Role and RoleBinding of its Lease.
@@ -752,6 +763,42 @@ mod tests {
                 b.name
             );
         }
+    }
+
+    #[test]
+    fn every_fence_covers_a_write_it_can_refuse_and_a_lock_only_one_is_an_error() {
+        use election::admission::{Covers, WriteRule};
+        for b in deployed() {
+            match fence_covers(&b).expect("fence") {
+                Covers::Everything => assert!(b.core, "{}", b.name),
+                Covers::Only(rules) => {
+                    assert!(covers_a_fenced_write(&rules), "{}", b.name);
+                    assert!(
+                        rules
+                            .iter()
+                            .all(|r| !r.resources.iter().any(|res| res == "leases")),
+                        "{}: the election's Lease rule is the fence's own exclusion",
+                        b.name
+                    );
+                }
+            }
+        }
+        let strings = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let rule = |group: &str, resource: &str| {
+            WriteRule::from_rbac(
+                &strings(&[group]),
+                &strings(&[resource]),
+                &[],
+                &strings(&["update"]),
+            )
+            .expect("a write")
+        };
+        let lock_only = [rule("coordination.k8s.io", "leases"), rule("", "events")];
+        assert!(!covers_a_fenced_write(&lock_only));
+        assert!(covers_a_fenced_write(&[rule(
+            "nop.crossplane.io",
+            "nopresources"
+        )]));
     }
 
     #[test]

@@ -97,6 +97,8 @@ pub const ARTIFACTS: &[Artifact] = &[
             // The node applies the fence, which every write in the handover's window goes through.
             "deploy/fencing",
             "tests/e2e/src/node",
+            // The rolling update's and the migration's verdicts are the checker's.
+            "tests/e2e/src/checker.rs",
             "tests/peers/provider-nop-go",
         ],
     },

@@ -104,6 +104,8 @@ pub struct Migration {
     pub writes_rust: usize,
     /// What the checker found (two holders at once, writes outside their writer's term).
     pub violations: Vec<String>,
+    /// Writes judged inside their term that arrived while another writer's Lease write was in flight.
+    pub during_foreign_lock_write: usize,
     /// Each term from the first switch on: its holder's Pod and the implementations that wrote in it.
     pub terms: Vec<(String, String)>,
 }
@@ -212,7 +214,7 @@ pub async fn run(
     let product = |e: &testenv::AuditEvent| e.user_agent.split('/').next().unwrap_or_default().to_owned();
     let writes_go = written.iter().filter(|e| product(e) == PEER_AGENT).count();
     let writes_rust = written.iter().filter(|e| product(e) == OUR_AGENT).count();
-    let violations = super::judge(&events, &lock, started_at, is_write);
+    let judged = super::judge(&events, &lock, started_at, is_write);
     let all_terms = checker::terms(&events, &lock);
     let terms = all_terms
         .iter()
@@ -248,7 +250,8 @@ pub async fn run(
         writes: written.len(),
         writes_go,
         writes_rust,
-        violations,
+        violations: judged.violations,
+        during_foreign_lock_write: judged.during_foreign_lock_write,
         terms,
     })
 }
@@ -294,13 +297,14 @@ impl Migration {
             .collect::<Vec<_>>()
             .join(", ");
         format!(
-            "live migration: {switches}; {} changes; {} writes checked ({} by Go, {} by Rust), {} violations; \
-             implementation per term: {}; {} of {} NopResources Ready at their last generation",
+            "live migration: {switches}; {} changes; {} writes checked ({} by Go, {} by Rust), {} violations, {} \
+             during another writer's Lease write; implementation per term: {}; {} of {} NopResources Ready at their last generation",
             self.changes,
             self.writes,
             self.writes_go,
             self.writes_rust,
             self.violations.len(),
+            self.during_foreign_lock_write,
             self.terms
                 .iter()
                 .map(|(_, i)| if i.is_empty() { "no write" } else { i.as_str() })
@@ -347,12 +351,16 @@ impl Migration {
              its next 2 s retry. Going to Rust, the Go leader exits without releasing (controller-runtime's \
              `LeaderElectionReleaseOnCancel` is off by default), so our standby waits out the Lease's 15 s. \
              The audit log checked {} writes of provider-nop ({} by Go, {} by Rust) from the first switch \
-             on: **{} violations** (two holders at once, a write outside its writer's term). At the end {} \
-             of {} NopResources were Ready and Synced at their last generation.",
+             on: **{} violations** (two holders at once, a write outside its writer's term); {} of them \
+             arrived while another writer's Lease write (a takeover, or a release by a writer whose term \
+             had ended) was in flight, which the checker counts inside the writer's term \
+             until that write was answered. At the end {} of {} NopResources were Ready and Synced at their \
+             last generation.",
             self.writes,
             self.writes_go,
             self.writes_rust,
             self.violations.len(),
+            self.during_foreign_lock_write,
             self.ready,
             self.nops
         ));

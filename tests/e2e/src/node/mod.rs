@@ -345,14 +345,25 @@ async fn leader_pod(client: &kube::Client, lease: &str) -> anyhow::Result<Pod> {
         .with_context(|| format!("no running Pod holds {lease} ({holder:?})"))
 }
 
+/// What the audit-log checker found for one lock.
+pub struct Judgement {
+    /// Two holders at once from `since` on, and writes outside their writer's term.
+    pub violations: Vec<String>,
+    /// Writes the checker judged inside their writer's term although they arrived while another
+    /// writer's Lease write (a takeover or a foreign release) was in flight: counted, as the fault
+    /// schedule counts them ([`crate::checker::during_foreign_lock_write`]), and shown next to the verdict.
+    pub during_foreign_lock_write: usize,
+}
+
 /// What the audit-log checker finds from `since` on for `lock`: two holders at once, and writes (those
-/// `is_write` selects) outside their writer's term.
+/// `is_write` selects) outside their writer's term; and how many of the writes it admitted arrived while
+/// another writer's Lease write was in flight.
 fn judge(
     events: &[testenv::AuditEvent],
     lock: &crate::checker::Lock,
     since: jiff::Timestamp,
-    is_write: impl Fn(&testenv::AuditEvent) -> bool,
-) -> Vec<String> {
+    is_write: impl Fn(&testenv::AuditEvent) -> bool + Copy,
+) -> Judgement {
     let mut violations: Vec<String> = crate::checker::check_lock(events, lock)
         .into_iter()
         .filter(|v| v.time >= since)
@@ -363,7 +374,13 @@ fn judge(
             .into_iter()
             .map(|v| v.to_string()),
     );
-    violations
+    let terms = crate::checker::terms(events, lock);
+    let during_foreign_lock_write =
+        crate::checker::during_foreign_lock_write(&terms, events, lock, is_write).len();
+    Judgement {
+        violations,
+        during_foreign_lock_write,
+    }
 }
 
 /// Waits until the Lease `namespace/name` has a holder.

@@ -45,6 +45,8 @@ pub struct Checked {
     pub writes: usize,
     /// What the checker found (two holders at once, writes outside their writer's term).
     pub violations: Vec<String>,
+    /// Writes judged inside their term that arrived while another writer's Lease write was in flight.
+    pub during_foreign_lock_write: usize,
     /// Each term live from the rollout's start on, in order: its holder and the versions that wrote.
     pub terms: Vec<(String, String)>,
 }
@@ -290,7 +292,7 @@ pub async fn run(
             e.user == user && e.resource != "leases" && e.resource != "events" && e.received >= started_at
         };
         let writes = events.iter().filter(|e| e.is_write() && is_write(e)).count();
-        let violations = super::judge(&events, &lock, started_at, is_write);
+        let judged = super::judge(&events, &lock, started_at, is_write);
         let terms: Vec<_> = checker::terms(&events, &lock)
             .into_iter()
             .filter(|t| t.valid_until() >= started_at)
@@ -299,7 +301,8 @@ pub async fn run(
         checked.push(Checked {
             app: app.to_string(),
             writes,
-            violations,
+            violations: judged.violations,
+            during_foreign_lock_write: judged.during_foreign_lock_write,
             terms,
         });
     }
@@ -343,12 +346,16 @@ impl Rollout {
             "The audit log, checked as the fault schedule checks it (tests/e2e/src/checker.rs): the terms \
              from the Lease's writes; every write from the rollout's start on by the Deployment's \
              ServiceAccount (all resources but Leases and Events), judged against its writer's (the Pod its \
-             token is bound to) terms; the versions in the user agents of each holder's writes in its term."
+             token is bound to) terms; the versions in the user agents of each holder's writes in its term. \
+             A term ends at its holder's own release when the apiserver received it, or at another writer's \
+             Lease write when the apiserver answered it; the writes of the holder that arrived while such a \
+             write was in flight are inside its term, and counted in their own column."
                 .to_string(),
             String::new(),
-            "| Deployment | Writes checked | Violations | Version in each term, in order (holder) |"
+            "| Deployment | Writes checked | Violations | Writes during another writer's Lease write | Version \
+             in each term, in order (holder) |"
                 .to_string(),
-            "|---|---:|---:|---|".to_string(),
+            "|---|---:|---:|---:|---|".to_string(),
         ];
         for c in &self.checked {
             let terms = c
@@ -364,10 +371,11 @@ impl Rollout {
                 .collect::<Vec<_>>()
                 .join(" → ");
             out.push(format!(
-                "| {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} |",
                 c.app,
                 c.writes,
                 c.violations.len(),
+                c.during_foreign_lock_write,
                 terms
             ));
         }
