@@ -7,9 +7,9 @@
 //! refuse that write, and this policy makes it do so. It takes the Lease as its parameter and, for the
 //! creates, updates and deletes by the ServiceAccount that it covers (see [`Covers`] below: what that
 //! ServiceAccount's RBAC lets it write, never the lock objects themselves nor Events, which record state
-//! rather than change it), requires the pod that the request's token is bound to to be the holder: the holder identity must be the pod's name
-//! or start with `<pod name>_` (controller-runtime's `<hostname>_<uuid>`, whose hostname is the pod's
-//! name). The apiserver puts the pod's name in `authentication.kubernetes.io/pod-name` of the user's
+//! rather than change it), requires the pod that the request's token is bound to to be the holder: the
+//! holder identity must be the pod's name or start with `<pod name>_` (controller-runtime's
+//! `<hostname>_<uuid>`, whose hostname is the pod's name). The apiserver puts the pod's name in `authentication.kubernetes.io/pod-name` of the user's
 //! extra for every projected ServiceAccount token, which is what pods get by default.
 //!
 //! The policy is evaluated when a request arrives, against the apiserver's cached copy of the Lease,
@@ -49,6 +49,13 @@ const SYSTEM_STATUS_GROUPS: [&str; 4] = ["", "apps", "batch", "policy"];
 /// bindings and evictions.
 const SYSTEM_POD_SUBRESOURCES: [&str; 2] = ["pods/binding", "pods/eviction"];
 
+/// The writes every fence lets through, as (API groups, resource): the Lease itself and Events, which
+/// record state rather than change it. (The migration's ConfigMap lock is let through by its name.)
+const ALWAYS_ADMITTED: [(&[&str], &str); 2] = [
+    (&["coordination.k8s.io"], "leases"),
+    (&["", "events.k8s.io"], "events"),
+];
+
 /// The writes a fence policy matches.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Covers {
@@ -59,6 +66,17 @@ pub enum Covers {
     /// Only these writes: what the ServiceAccount's RBAC grants (a write elsewhere is refused by
     /// RBAC before admission, so the fence need not see it).
     Only(Vec<WriteRule>),
+}
+
+impl Covers {
+    /// Whether the policy matches a write it could refuse: anything but the writes every fence lets
+    /// through (the Lease and Events). A policy that matches nothing else fences nothing.
+    pub fn fences_a_write(&self) -> bool {
+        match self {
+            Covers::Everything => true,
+            Covers::Only(rules) => rules.iter().any(WriteRule::reaches_past_the_exclusions),
+        }
+    }
 }
 
 /// Writes to some resources, as an RBAC rule grants them.
@@ -98,6 +116,18 @@ impl WriteRule {
             resources: resources.to_vec(),
             resource_names: resource_names.to_vec(),
             operations,
+        })
+    }
+
+    /// Whether the rule grants a write on any (group, resource) that no fence lets through; a `*`
+    /// group or resource always does.
+    fn reaches_past_the_exclusions(&self) -> bool {
+        self.api_groups.iter().any(|group| {
+            self.resources.iter().any(|resource| {
+                !ALWAYS_ADMITTED
+                    .iter()
+                    .any(|(groups, r)| groups.contains(&group.as_str()) && r == resource)
+            })
         })
     }
 
@@ -175,27 +205,22 @@ impl FencePolicy<'_> {
     /// everything, the built-in status subresources and Pod subresources of the node and Kubernetes'
     /// own controllers.
     fn exclude_resource_rules(&self) -> serde_json::Value {
-        let mut rules = vec![
+        let [lease, events] = ALWAYS_ADMITTED.map(|(groups, resource)| {
             json!({
-                "apiGroups": ["coordination.k8s.io"],
+                "apiGroups": groups,
                 "apiVersions": ["*"],
                 "operations": ["*"],
-                "resources": ["leases"],
-            }),
-            json!({
-                "apiGroups": [""],
-                "apiVersions": ["*"],
-                "operations": ["*"],
-                "resources": ["configmaps"],
-                "resourceNames": [self.lease],
-            }),
-            json!({
-                "apiGroups": ["", "events.k8s.io"],
-                "apiVersions": ["*"],
-                "operations": ["*"],
-                "resources": ["events"],
-            }),
-        ];
+                "resources": [resource],
+            })
+        });
+        let lock = json!({
+            "apiGroups": [""],
+            "apiVersions": ["*"],
+            "operations": ["*"],
+            "resources": ["configmaps"],
+            "resourceNames": [self.lease],
+        });
+        let mut rules = vec![lease, lock, events];
         if self.covers == Covers::Everything {
             rules.push(json!({
                 "apiGroups": SYSTEM_STATUS_GROUPS,
@@ -353,6 +378,35 @@ mod tests {
         assert!(spares("", "pods/binding"), "the scheduler's bindings");
         assert!(!spares("", "pods"), "a Pod itself stays fenced");
         Ok(())
+    }
+
+    #[test]
+    fn a_policy_over_only_the_lease_and_events_fences_nothing() {
+        let rule = |group: &str, resource: &str| {
+            WriteRule::from_rbac(
+                &strings(&[group]),
+                &strings(&[resource]),
+                &[],
+                &strings(&["update"]),
+            )
+        };
+        let lock_only: Vec<WriteRule> = [
+            rule("coordination.k8s.io", "leases"),
+            rule("", "events"),
+            rule("events.k8s.io", "events"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        assert_eq!(lock_only.len(), 3);
+        assert!(!Covers::Only(lock_only.clone()).fences_a_write());
+        // The group counts: a custom group's "events" is fenced, and so is a `*` group's.
+        for (group, resource) in [("example.org", "events"), ("*", "leases"), ("", "*")] {
+            let mut rules = lock_only.clone();
+            rules.extend(rule(group, resource));
+            assert!(Covers::Only(rules).fences_a_write(), "{group}/{resource}");
+        }
+        assert!(Covers::Everything.fences_a_write());
     }
 
     #[test]

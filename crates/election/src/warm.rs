@@ -10,8 +10,8 @@
 //! So while this candidate follows, a task sends `GET /version` through the elector's client at once and
 //! then every [`KEEP_WARM`]: the pool opens a second connection beside the watch's and keeps it idle for
 //! the next request. The apiserver closes a connection idle for 90 s (its `IdleTimeout`), as hyper's pool
-//! also drops one idle for 90 s, so the period stays below that, with 10 s to spare. Once every 80 s, with the watch's own renewal
-//! about every 290 s, a standby stays under one request a minute. `/version` is readable by every
+//! also drops one idle for 90 s, so the period stays below that, with 10 s to spare. Once every 80 s,
+//! with the watch's own renewal about every 290 s, a standby stays under one request a minute. `/version` is readable by every
 //! authenticated user (the `system:public-info-viewer` ClusterRole), needs no RBAC of its own and is
 //! answered from the apiserver's memory, without etcd. A leader renews every retry period through the
 //! same pool, so the task sends nothing while this candidate leads.

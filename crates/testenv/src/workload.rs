@@ -7,7 +7,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Pod};
 use kube::{
     Api, Client,
@@ -196,80 +196,151 @@ pub struct Handover {
 }
 
 /// Deletes the Pod that holds `lease` (with its grace period: the kubelet sends SIGTERM) and waits
-/// until another Pod holds the Lease. The Lease is watched from the version read before the delete, the
-/// watch established before the delete is sent, so the time is that of the first event naming another
-/// holder, not of a poll.
+/// until another Pod holds the Lease: [`LeaderDeletion::prepare`], then [`LeaderDeletion::delete`] at
+/// once.
 pub async fn delete_leader(
     client: &Client,
     namespace: &str,
     lease: &str,
     timeout: Duration,
 ) -> Result<Handover> {
-    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
-    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let holder = |l: &Lease| {
-        l.spec
-            .as_ref()
-            .and_then(|s| s.holder_identity.clone())
-            .unwrap_or_default()
-    };
-    let current = leases.get(lease).await.map_err(Error::kube("reading a Lease"))?;
-    let leader = holder(&current);
-    let leader_pod = holder_pod(&leader).to_string();
-    if leader_pod.is_empty() {
-        return Err(Error::Unexpected(format!(
-            "Lease {namespace}/{lease} has no holder"
-        )));
+    LeaderDeletion::prepare(client, namespace, lease, timeout)
+        .await?
+        .delete()
+        .await
+}
+
+/// The holder identity of Lease `l` (empty when released).
+fn lease_holder(l: &Lease) -> String {
+    l.spec
+        .as_ref()
+        .and_then(|s| s.holder_identity.clone())
+        .unwrap_or_default()
+}
+
+/// The deletion of a Lease holder's Pod, made ready: the Lease watched from the version read, so that
+/// the time is that of the first event naming another holder, not of a poll; and a connection ready
+/// for the delete beside the watch's. Everything the client does before the delete is done here, so a
+/// caller that times the handover can leave this work out of its window.
+pub struct LeaderDeletion {
+    pods: Api<Pod>,
+    namespace: String,
+    lease: String,
+    leader: String,
+    leader_pod: String,
+    events: futures::stream::BoxStream<'static, kube::Result<WatchEvent<Lease>>>,
+    timeout: Duration,
+}
+
+impl LeaderDeletion {
+    /// Reads `lease` in `namespace`, watches it from that version, and reads its holder's Pod: kube's
+    /// client speaks HTTP/1.1, so with the watch holding one connection, that read opens a second one,
+    /// which stays idle in the pool for the delete (the apiserver closes one idle for 90 s).
+    pub async fn prepare(client: &Client, namespace: &str, lease: &str, timeout: Duration) -> Result<Self> {
+        let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+        let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+        let current = leases.get(lease).await.map_err(Error::kube("reading a Lease"))?;
+        let leader = lease_holder(&current);
+        let leader_pod = holder_pod(&leader).to_string();
+        if leader_pod.is_empty() {
+            return Err(Error::Unexpected(format!(
+                "Lease {namespace}/{lease} has no holder"
+            )));
+        }
+        let version = current.metadata.resource_version.clone().unwrap_or_default();
+        let params = WatchParams::default()
+            .fields(&format!("metadata.name={lease}"))
+            .timeout(u32::try_from(timeout.as_secs().saturating_add(60)).unwrap_or(u32::MAX));
+        let events = leases
+            .watch(&params, &version)
+            .await
+            .map_err(Error::kube("watching a Lease"))?
+            .boxed();
+        pods.get(&leader_pod)
+            .await
+            .map_err(Error::kube("reading the leader's Pod"))?;
+        Ok(Self {
+            pods,
+            namespace: namespace.to_owned(),
+            lease: lease.to_owned(),
+            leader,
+            leader_pod,
+            events,
+            timeout,
+        })
     }
-    let version = current.metadata.resource_version.clone().unwrap_or_default();
-    let params = WatchParams::default()
-        .fields(&format!("metadata.name={lease}"))
-        .timeout(u32::try_from(timeout.as_secs().saturating_add(10)).unwrap_or(u32::MAX));
-    let events = leases
-        .watch(&params, &version)
-        .await
-        .map_err(Error::kube("watching a Lease"))?;
-    let mut events = std::pin::pin!(events);
-    let start = Instant::now();
-    pods.delete(&leader_pod, &DeleteParams::default())
-        .await
-        .map_err(Error::kube("deleting the leader's Pod"))?;
-    let mut now = leader.clone();
-    let taken = tokio::time::timeout(timeout, async {
-        while let Some(event) = events.next().await {
-            match event.map_err(Error::kube("watching a Lease"))? {
-                WatchEvent::Added(l) | WatchEvent::Modified(l) => {
-                    now = holder(&l);
-                    if !now.is_empty() && holder_pod(&now) != leader_pod {
-                        return Ok(Some(now.clone()));
-                    }
+
+    /// The Pod to be deleted: the Lease's holder when it was read.
+    pub fn leader_pod(&self) -> &str {
+        &self.leader_pod
+    }
+
+    /// Deletes the holder's Pod, and waits until the watch sees another Pod hold the Lease. Fails if,
+    /// since [`LeaderDeletion::prepare`], the Lease changed hands or the watch ended.
+    pub async fn delete(mut self) -> Result<Handover> {
+        let (namespace, lease, leader_pod) = (&self.namespace, &self.lease, &self.leader_pod);
+        // What the watch delivered since: the holder's renewals only, or the Pod is not the leader.
+        while let Some(event) = self.events.next().now_or_never() {
+            let moved = match event {
+                None => Some("the watch ended".to_owned()),
+                Some(Err(e)) => Some(format!("the watch failed: {e}")),
+                Some(Ok(WatchEvent::Added(l) | WatchEvent::Modified(l))) => {
+                    let now = lease_holder(&l);
+                    (holder_pod(&now) != leader_pod).then(|| format!("it is held by {now:?} now"))
                 }
-                WatchEvent::Error(e) => {
-                    return Err(Error::Unexpected(format!(
-                        "the watch of Lease {namespace}/{lease} failed: {}",
-                        e.message
-                    )));
-                }
-                WatchEvent::Deleted(_) | WatchEvent::Bookmark(_) => {}
+                Some(Ok(WatchEvent::Error(e))) => Some(format!("the watch failed: {}", e.message)),
+                Some(Ok(WatchEvent::Deleted(_))) => Some("it was deleted".to_owned()),
+                Some(Ok(WatchEvent::Bookmark(_))) => None,
+            };
+            if let Some(why) = moved {
+                return Err(Error::Unexpected(format!(
+                    "Lease {namespace}/{lease} changed before its holder {leader_pod} was deleted: {why}"
+                )));
             }
         }
-        Ok(None)
-    })
-    .await;
-    match taken {
-        Ok(Ok(Some(new_holder))) => Ok(Handover {
-            deleted: leader_pod,
-            new_holder,
-            elapsed: start.elapsed(),
-        }),
-        Ok(Err(e)) => Err(e),
-        Ok(Ok(None)) => Err(Error::Unexpected(format!(
-            "the watch of Lease {namespace}/{lease} ended before another Pod held it (holder {now:?})"
-        ))),
-        Err(_) => Err(Error::Timeout {
-            what: format!("Lease {lease} to leave the deleted Pod {leader_pod} (holder now {now:?})"),
-            seconds: timeout.as_secs(),
-        }),
+        let start = Instant::now();
+        self.pods
+            .delete(leader_pod, &DeleteParams::default())
+            .await
+            .map_err(Error::kube("deleting the leader's Pod"))?;
+        let mut now = self.leader.clone();
+        let events = &mut self.events;
+        let taken = tokio::time::timeout(self.timeout, async {
+            while let Some(event) = events.next().await {
+                match event.map_err(Error::kube("watching a Lease"))? {
+                    WatchEvent::Added(l) | WatchEvent::Modified(l) => {
+                        now = lease_holder(&l);
+                        if !now.is_empty() && holder_pod(&now) != leader_pod {
+                            return Ok(Some(now.clone()));
+                        }
+                    }
+                    WatchEvent::Error(e) => {
+                        return Err(Error::Unexpected(format!(
+                            "the watch of Lease {namespace}/{lease} failed: {}",
+                            e.message
+                        )));
+                    }
+                    WatchEvent::Deleted(_) | WatchEvent::Bookmark(_) => {}
+                }
+            }
+            Ok(None)
+        })
+        .await;
+        match taken {
+            Ok(Ok(Some(new_holder))) => Ok(Handover {
+                deleted: leader_pod.clone(),
+                new_holder,
+                elapsed: start.elapsed(),
+            }),
+            Ok(Err(e)) => Err(e),
+            Ok(Ok(None)) => Err(Error::Unexpected(format!(
+                "the watch of Lease {namespace}/{lease} ended before another Pod held it (holder {now:?})"
+            ))),
+            Err(_) => Err(Error::Timeout {
+                what: format!("Lease {lease} to leave the deleted Pod {leader_pod} (holder now {now:?})"),
+                seconds: self.timeout.as_secs(),
+            }),
+        }
     }
 }
 

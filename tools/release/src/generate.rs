@@ -451,22 +451,15 @@ fn fence_covers(b: &Deployed) -> anyhow::Result<election::admission::Covers> {
         .iter()
         .filter_map(|r| WriteRule::from_rbac(&r.api_groups, &r.resources, &r.resource_names, &r.verbs))
         .collect();
+    let covers = Covers::Only(rules);
     anyhow::ensure!(
-        covers_a_fenced_write(&rules),
+        covers.fences_a_write(),
         "{}'s RBAC grants no write but on Leases and Events, which the fence lets through, so its fence \
          policy would refuse nothing: give the binary the writes its controllers make, or leave it out of \
          deploy/fencing",
         b.name
     );
-    Ok(Covers::Only(rules))
-}
-
-/// Whether `rules` cover a write on anything but Leases and Events (which no fence refuses).
-fn covers_a_fenced_write(rules: &[election::admission::WriteRule]) -> bool {
-    rules
-        .iter()
-        .flat_map(|r| &r.resources)
-        .any(|res| !matches!(res.as_str(), "leases" | "events"))
+    Ok(covers)
 }
 
 /// The Role and RoleBinding of its Lease.
@@ -767,12 +760,12 @@ mod tests {
 
     #[test]
     fn every_fence_covers_a_write_it_can_refuse_and_a_lock_only_one_is_an_error() {
-        use election::admission::{Covers, WriteRule};
+        use election::admission::Covers;
         for b in deployed() {
             match fence_covers(&b).expect("fence") {
                 Covers::Everything => assert!(b.core, "{}", b.name),
                 Covers::Only(rules) => {
-                    assert!(covers_a_fenced_write(&rules), "{}", b.name);
+                    assert!(Covers::Only(rules.clone()).fences_a_write(), "{}", b.name);
                     assert!(
                         rules
                             .iter()
@@ -783,22 +776,21 @@ mod tests {
                 }
             }
         }
-        let strings = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
-        let rule = |group: &str, resource: &str| {
-            WriteRule::from_rbac(
-                &strings(&[group]),
-                &strings(&[resource]),
-                &[],
-                &strings(&["update"]),
-            )
-            .expect("a write")
-        };
-        let lock_only = [rule("coordination.k8s.io", "leases"), rule("", "events")];
-        assert!(!covers_a_fenced_write(&lock_only));
-        assert!(covers_a_fenced_write(&[rule(
-            "nop.crossplane.io",
-            "nopresources"
-        )]));
+        // A binary whose RBAC grants writes only on its Lease and Events gets no policy.
+        fn lock_only() -> Vec<manager::controller::rbac::Rule> {
+            use manager::controller::rbac::Rule;
+            vec![
+                Rule::new("coordination.k8s.io", &["leases"], &["get", "update"]),
+                Rule::new("", &["events"], &["create", "patch"]),
+            ]
+        }
+        let mut b = deployed()
+            .into_iter()
+            .find(|b| !b.core)
+            .expect("a binary besides the core");
+        b.needs = lock_only;
+        let refused = fence_covers(&b).expect_err("a policy that fences nothing");
+        assert!(refused.to_string().contains("would refuse nothing"), "{refused}");
     }
 
     #[test]

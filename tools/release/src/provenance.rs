@@ -93,6 +93,7 @@ pub const ARTIFACTS: &[Artifact] = &[
         measures: &[
             "crates/election/src",
             "crates/testenv/src/node",
+            "crates/testenv/src/workload.rs",
             "crates/manager/src/run/own_pod.rs",
             // The node applies the fence, which every write in the handover's window goes through.
             "deploy/fencing",

@@ -94,6 +94,21 @@ async fn stop_ms(mut log: std::fs::File) -> Option<f64> {
     }
 }
 
+/// The shortest rest between a Deployment back to 2 Ready Pods and the next delete.
+const REST: Duration = Duration::from_millis(500);
+/// The span over which the rests spread: the retry period (2 s) at which both electors' leaders renew.
+const PHASES: Duration = Duration::from_secs(2);
+
+/// The rest before deletion `i`: [`REST`] plus a share of [`PHASES`] that steps by the golden ratio, so
+/// that the deletions fall evenly over every phase of the leader's renewals, as deletions at random
+/// times in a cluster do. With a fixed rest they fell in step with the renewals: in the run at 75ed523,
+/// 9 of 51 deletions came within 26 ms of a renewal, where an even spread gives about 1.
+pub fn rest(i: usize) -> Duration {
+    const GOLDEN: f64 = 0.618_033_988_749_895;
+    let phase = (i as f64 * GOLDEN).fract();
+    REST + PHASES.mul_f64(phase)
+}
+
 /// Deletes the Pod holding `lease` `n` times, each once the Deployment `app` in `namespace` is back to
 /// 2 Ready Pods, and times each handover. The deleted leader's log is read from the node's Pod log
 /// directory `pod_logs` after each handover: nothing streams it while the handover is timed.
@@ -117,19 +132,16 @@ pub async fn delete_leaders(
             .iter()
             .map(|p| workload::name(p).to_string())
             .collect();
+        // The bench's own requests before the delete (the Lease read and watched, a connection made
+        // ready for the delete beside the watch's) are made before the rest, out of the timed window.
+        let deletion = workload::LeaderDeletion::prepare(client, namespace, lease, HANDOVER_TIMEOUT).await?;
         // The leader's log file, opened before the delete.
-        let holder = workload::lease_holders(client, namespace)
-            .await?
-            .get(lease)
-            .cloned()
-            .unwrap_or_default();
-        let log = open_log(pod_logs, namespace, workload::holder_pod(&holder));
-        // Each deletion starts from a node at rest: half a second after the Deployment is back to 2
-        // Ready Pods, as in every run before.
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        let log = open_log(pod_logs, namespace, deletion.leader_pod());
+        // Each deletion starts from a node at rest, and at its own phase of the leader's renewals.
+        tokio::time::sleep(rest(i)).await;
         let at_rest = cpu::snapshot();
         let started = std::time::Instant::now();
-        let h = workload::delete_leader(client, namespace, lease, HANDOVER_TIMEOUT).await?;
+        let h = deletion.delete().await?;
         let window_ms = started.elapsed().as_secs_f64() * 1e3;
         let cpu = cpu::between(&at_rest, &cpu::snapshot());
         let d = Deletion {
@@ -177,6 +189,9 @@ pub struct Split {
     /// The whole handover on the apiserver's clock: the delete request received to the next holder's
     /// acquiring write answered (when its term begins, as the checker counts it), in ms.
     pub handover_ms: Option<f64>,
+    /// Whether the old leader had a renewal of the Lease in flight after the delete arrived (answered
+    /// after it, received before the release): its release then waited for that renewal's answer.
+    pub renewal_in_flight: bool,
     /// The handover's five phases, in ms, when the log has all three writes: the apiserver's time on
     /// the delete, the old leader's (the delete answered to its release received: the watch of its
     /// Pod, its stop, its request), the apiserver's time on the release, the next holder's (the release
@@ -233,6 +248,17 @@ pub fn split(events: &[AuditEvent], namespace: &str, lease: &str, d: &Deletion) 
         .iter()
         .filter(lease_write)
         .find(|e| e.lock_holder().as_deref() == Some(d.new_holder.as_str()));
+    let renewal_in_flight = release.is_some_and(|r| {
+        events.iter().any(|e| {
+            e.resource == "leases"
+                && e.namespace == namespace
+                && e.name == lease
+                && e.is_write()
+                && e.lock_holder().is_some_and(|h| workload::holder_pod(&h) == d.pod)
+                && e.stage_time >= delete.received
+                && e.received <= r.received
+        })
+    });
     let phases = release.zip(taken).map(|(r, t)| Phases {
         delete: ms_between(delete.received, delete.stage_time),
         leader: ms_between(delete.stage_time, r.received),
@@ -241,6 +267,7 @@ pub fn split(events: &[AuditEvent], namespace: &str, lease: &str, d: &Deletion) 
         acquire: ms_between(t.received, t.stage_time),
     });
     Split {
+        renewal_in_flight,
         phases,
         handover_ms: taken.map(|a| ms_between(delete.received, a.stage_time)),
         to_release_ms: release.map(|r| ms_between(delete.received, r.received)),
@@ -285,6 +312,22 @@ mod tests {
     }
 
     #[test]
+    fn the_rests_spread_over_the_renewal_period() {
+        let phases: Vec<f64> = (0..50)
+            .map(|i| (rest(i) - REST).as_secs_f64() / PHASES.as_secs_f64())
+            .collect();
+        assert!(phases.iter().all(|p| (0.0..1.0).contains(p)));
+        // Every tenth of the period gets its share of 50 deletions, give or take one.
+        for tenth in 0..10 {
+            let n = phases
+                .iter()
+                .filter(|p| (**p * 10.0).floor() as usize == tenth)
+                .count();
+            assert!((4..=6).contains(&n), "tenth {tenth}: {n}");
+        }
+    }
+
+    #[test]
     fn a_handover_splits_at_the_release() {
         let events = [
             event("update", "leases", "l", "2026-01-01T00:00:00.000Z", Some("a")),
@@ -312,6 +355,13 @@ mod tests {
             [p.delete, p.leader, p.release, p.standby, p.acquire].map(f64::round),
             [0.0, 400.0, 0.0, 50.0, 0.0]
         );
+        assert!(!s.renewal_in_flight);
+        // A renewal of the old leader answered after the delete arrived: the release waited for it.
+        let mut renewed = events.to_vec();
+        let mut r = event("update", "leases", "l", "2026-01-01T00:00:00.990Z", Some("a"));
+        r.stage_time = "2026-01-01T00:00:01.010Z".parse().expect("a time");
+        renewed.insert(1, r);
+        assert!(split(&renewed, "ns", "l", &d).renewal_in_flight);
         // Without the new holder's write in the log, the handover is not timed.
         let s = split(&events[..3], "ns", "l", &d);
         assert_eq!(s.handover_ms, None);

@@ -369,12 +369,12 @@ fn judge(
         .filter(|v| v.time >= since)
         .map(|v| v.to_string())
         .collect();
+    let terms = crate::checker::terms(events, lock);
     violations.extend(
-        crate::checker::check_writes(events, lock, is_write)
+        crate::checker::check_writes_in(&terms, events, lock, is_write)
             .into_iter()
             .map(|v| v.to_string()),
     );
-    let terms = crate::checker::terms(events, lock);
     let during_foreign_lock_write =
         crate::checker::during_foreign_lock_write(&terms, events, lock, is_write).len();
     Judgement {

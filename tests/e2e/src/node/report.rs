@@ -118,7 +118,11 @@ pub(super) fn document(run: &Run<'_>) -> anyhow::Result<String> {
          releases its Lease before the kubelet's SIGTERM; client-go's candidate releases on that SIGTERM), \
          timed from the delete request to the first event of a watch of the Lease, established before the \
          delete, naming another Pod (the standby, or the replacement when it wins the race for the released Lease), \
-         {deletions} times, each once the Deployment was back to 2 Ready Pods."
+         {deletions} times, each once the Deployment was back to 2 Ready Pods. Before each delete the bench \
+         read the Lease, started that watch and made a connection ready for the delete beside the watch's \
+         (kube's client speaks HTTP/1.1), then rested 0.5 s to 2.5 s, the rests stepping by the golden ratio \
+         through the electors' 2 s retry period so that the deletions fall at every phase of the leader's \
+         renewals, as deletions at random times do (tests/e2e/src/node/handover.rs)."
     )?;
     writeln!(md)?;
     handover_tables(&mut md, ours, theirs, our_splits, their_splits)?;
@@ -257,6 +261,18 @@ fn handover_tables(
             splits.len()
         )?;
     }
+    writeln!(md)?;
+    let in_flight = |splits: &[Split]| splits.iter().filter(|s| s.renewal_in_flight).count();
+    writeln!(
+        md,
+        "Deletions during which the old leader had a renewal of the Lease in flight (answered after the \
+         delete arrived, received before the release), so that its release waited for that answer: ours \
+         {} of {}, client-go {} of {}. Both leaders renew every 2 s.",
+        in_flight(our_splits),
+        our_splits.len(),
+        in_flight(their_splits),
+        their_splits.len()
+    )?;
     writeln!(md)?;
     phases_table(md, our_splits, their_splits, &our_parts, &their_parts)?;
     // Where the spread lies: before the release (the kubelet and the shutdown) or after it (the
@@ -442,8 +458,8 @@ fn cpu_table(md: &mut String, ours: &[Deletion], our_splits: &[Split]) -> anyhow
         md,
         "What the machine did during our handovers: each process's time on a CPU and its time runnable but \
          waiting for one, from the kernel's scheduler statistics (`/proc/<pid>/task/<tid>/schedstat`), read \
-         by the bench just before it read the Lease, started its watch of it and deleted the Pod, and again \
-         once that watch saw the new holder ({} of {} deletions read): a window of p50 {w50:.0} ms, p99 \
+         by the bench just before it deleted the Pod (its watch of the Lease and the connection for the \
+         delete made ready before the rest), and again once that watch saw the new holder ({} of {} deletions read): a window of p50 {w50:.0} ms, p99 \
          {w99:.0} ms, longer than the handover itself. In it, all processes together used p50 {b50:.0} ms, \
          p99 {b99:.0} ms of CPU, {s50:.0} % (p50) and {s99:.0} % (p99) of the {cores:.0} cores.",
         read.len(),
