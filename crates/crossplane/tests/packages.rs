@@ -805,8 +805,19 @@ impl Bed {
 
     /// Waits until the Deployment `name` exists.
     async fn wait_deployment(&self, name: &str) -> anyhow::Result<Deployment> {
-        let api: Api<Deployment> = self.ns_api();
-        wait_for(&format!("Deployment {}/{name}", self.ns), WAIT, || {
+        self.wait_object(name).await
+    }
+
+    /// Waits until the object `name` of kind `K` exists in the test's namespace.
+    async fn wait_object<K>(&self, name: &str) -> anyhow::Result<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned,
+    {
+        let api: Api<K> = self.ns_api();
+        wait_for(&format!("{} {}/{name}", K::kind(&()), self.ns), WAIT, || {
             let api = api.clone();
             async move { Ok(api.get_opt(name).await?) }
         })
@@ -963,8 +974,9 @@ async fn a_provider_runs_ha_by_default_and_is_unhealthy_while_not_available() ->
     let (server, client) = (format!("{name}-tls-server"), format!("{name}-tls-client"));
     assert_eq!(volumes, [server.as_str(), client.as_str()]);
 
-    // What the Deployment needs around it.
-    let pdb = json(&bed.ns_api::<PodDisruptionBudget>().get(&rev_name).await?);
+    // What the Deployment needs around it. The runtime applies the PodDisruptionBudget right after
+    // the Deployment, so it may not exist yet; the rest was applied before the Deployment.
+    let pdb = json(&bed.wait_object::<PodDisruptionBudget>(&rev_name).await?);
     assert_eq!(pdb["spec"]["maxUnavailable"], 1);
     let sa = json(&bed.ns_api::<ServiceAccount>().get(&rev_name).await?);
     assert_eq!(
