@@ -9,8 +9,9 @@
 //! ServiceAccount's RBAC lets it write, never the lock objects themselves nor Events, which record state
 //! rather than change it), requires the pod that the request's token is bound to to be the holder: the
 //! holder identity must be the pod's name or start with `<pod name>_` (controller-runtime's
-//! `<hostname>_<uuid>`, whose hostname is the pod's name). The apiserver puts the pod's name in `authentication.kubernetes.io/pod-name` of the user's
-//! extra for every projected ServiceAccount token, which is what pods get by default.
+//! `<hostname>_<uuid>`, whose hostname is the pod's name). The apiserver puts the pod's name in
+//! `authentication.kubernetes.io/pod-name` of the user's extra for every projected ServiceAccount
+//! token, which is what pods get by default.
 //!
 //! The policy is evaluated when a request arrives, against the apiserver's cached copy of the Lease,
 //! which follows the Lease's writes within milliseconds; so a write that arrives after another replica
@@ -70,11 +71,12 @@ pub enum Covers {
 
 impl Covers {
     /// Whether the policy matches a write it could refuse: anything but the writes every fence lets
-    /// through (the Lease and Events). A policy that matches nothing else fences nothing.
-    pub fn fences_a_write(&self) -> bool {
+    /// through (the Lease and Events, and the ConfigMap lock named `lock`, the Lease's name). A policy
+    /// that matches nothing else fences nothing.
+    pub fn fences_a_write(&self, lock: &str) -> bool {
         match self {
             Covers::Everything => true,
-            Covers::Only(rules) => rules.iter().any(WriteRule::reaches_past_the_exclusions),
+            Covers::Only(rules) => rules.iter().any(|r| r.reaches_past_the_exclusions(lock)),
         }
     }
 }
@@ -120,13 +122,17 @@ impl WriteRule {
     }
 
     /// Whether the rule grants a write on any (group, resource) that no fence lets through; a `*`
-    /// group or resource always does.
-    fn reaches_past_the_exclusions(&self) -> bool {
+    /// group or resource always does. ConfigMaps are let through only by the lock's name `lock`, so a
+    /// rule on them reaches past unless it names that ConfigMap alone.
+    fn reaches_past_the_exclusions(&self, lock: &str) -> bool {
+        let only_the_lock = !self.resource_names.is_empty() && self.resource_names.iter().all(|n| n == lock);
         self.api_groups.iter().any(|group| {
             self.resources.iter().any(|resource| {
-                !ALWAYS_ADMITTED
+                let admitted = ALWAYS_ADMITTED
                     .iter()
-                    .any(|(groups, r)| groups.contains(&group.as_str()) && r == resource)
+                    .any(|(groups, r)| groups.contains(&group.as_str()) && r == resource);
+                let the_lock = group.is_empty() && resource == "configmaps" && only_the_lock;
+                !admitted && !the_lock
             })
         })
     }
@@ -399,14 +405,28 @@ mod tests {
         .flatten()
         .collect();
         assert_eq!(lock_only.len(), 3);
-        assert!(!Covers::Only(lock_only.clone()).fences_a_write());
+        assert!(!Covers::Only(lock_only.clone()).fences_a_write("l"));
         // The group counts: a custom group's "events" is fenced, and so is a `*` group's.
         for (group, resource) in [("example.org", "events"), ("*", "leases"), ("", "*")] {
             let mut rules = lock_only.clone();
             rules.extend(rule(group, resource));
-            assert!(Covers::Only(rules).fences_a_write(), "{group}/{resource}");
+            assert!(Covers::Only(rules).fences_a_write("l"), "{group}/{resource}");
         }
-        assert!(Covers::Everything.fences_a_write());
+        // ConfigMaps count unless the rule names only the lock: the policy lets only that one through.
+        let configmaps = |names: &[&str]| {
+            WriteRule::from_rbac(
+                &strings(&[""]),
+                &strings(&["configmaps"]),
+                &strings(names),
+                &strings(&["update"]),
+            )
+        };
+        for (names, fenced) in [(&[][..], true), (&["l"][..], false), (&["l", "other"][..], true)] {
+            let mut rules = lock_only.clone();
+            rules.extend(configmaps(names));
+            assert_eq!(Covers::Only(rules).fences_a_write("l"), fenced, "{names:?}");
+        }
+        assert!(Covers::Everything.fences_a_write("l"));
     }
 
     #[test]

@@ -218,6 +218,18 @@ fn lease_holder(l: &Lease) -> String {
         .unwrap_or_default()
 }
 
+/// The holder a watch event of a Lease names: `Some("")` when it was released or deleted, `None` for
+/// a bookmark; `Err` says why the watch failed.
+fn holder_in(event: kube::Result<WatchEvent<Lease>>) -> std::result::Result<Option<String>, String> {
+    match event {
+        Ok(WatchEvent::Added(l) | WatchEvent::Modified(l)) => Ok(Some(lease_holder(&l))),
+        Ok(WatchEvent::Deleted(_)) => Ok(Some(String::new())),
+        Ok(WatchEvent::Bookmark(_)) => Ok(None),
+        Ok(WatchEvent::Error(e)) => Err(format!("the watch failed: {}", e.message)),
+        Err(e) => Err(format!("the watch failed: {e}")),
+    }
+}
+
 /// The deletion of a Lease holder's Pod, made ready: the Lease watched from the version read, so that
 /// the time is that of the first event naming another holder, not of a poll; and a connection ready
 /// for the delete beside the watch's. Everything the client does before the delete is done here, so a
@@ -281,16 +293,14 @@ impl LeaderDeletion {
         let (namespace, lease, leader_pod) = (&self.namespace, &self.lease, &self.leader_pod);
         // What the watch delivered since: the holder's renewals only, or the Pod is not the leader.
         while let Some(event) = self.events.next().now_or_never() {
-            let moved = match event {
+            let moved = match event.map(holder_in) {
                 None => Some("the watch ended".to_owned()),
-                Some(Err(e)) => Some(format!("the watch failed: {e}")),
-                Some(Ok(WatchEvent::Added(l) | WatchEvent::Modified(l))) => {
-                    let now = lease_holder(&l);
-                    (holder_pod(&now) != leader_pod).then(|| format!("it is held by {now:?} now"))
+                Some(Err(why)) => Some(why),
+                Some(Ok(Some(now))) if now.is_empty() => Some("it was released or deleted".to_owned()),
+                Some(Ok(Some(now))) if holder_pod(&now) != leader_pod => {
+                    Some(format!("it is held by {now:?} now"))
                 }
-                Some(Ok(WatchEvent::Error(e))) => Some(format!("the watch failed: {}", e.message)),
-                Some(Ok(WatchEvent::Deleted(_))) => Some("it was deleted".to_owned()),
-                Some(Ok(WatchEvent::Bookmark(_))) => None,
+                Some(Ok(_)) => None,
             };
             if let Some(why) = moved {
                 return Err(Error::Unexpected(format!(
@@ -307,20 +317,13 @@ impl LeaderDeletion {
         let events = &mut self.events;
         let taken = tokio::time::timeout(self.timeout, async {
             while let Some(event) = events.next().await {
-                match event.map_err(Error::kube("watching a Lease"))? {
-                    WatchEvent::Added(l) | WatchEvent::Modified(l) => {
-                        now = lease_holder(&l);
-                        if !now.is_empty() && holder_pod(&now) != leader_pod {
-                            return Ok(Some(now.clone()));
-                        }
+                let seen = holder_in(event)
+                    .map_err(|why| Error::Unexpected(format!("Lease {namespace}/{lease}: {why}")))?;
+                if let Some(holder) = seen {
+                    now = holder;
+                    if !now.is_empty() && holder_pod(&now) != leader_pod {
+                        return Ok(Some(now.clone()));
                     }
-                    WatchEvent::Error(e) => {
-                        return Err(Error::Unexpected(format!(
-                            "the watch of Lease {namespace}/{lease} failed: {}",
-                            e.message
-                        )));
-                    }
-                    WatchEvent::Deleted(_) | WatchEvent::Bookmark(_) => {}
                 }
             }
             Ok(None)

@@ -453,7 +453,7 @@ fn fence_covers(b: &Deployed) -> anyhow::Result<election::admission::Covers> {
         .collect();
     let covers = Covers::Only(rules);
     anyhow::ensure!(
-        covers.fences_a_write(),
+        covers.fences_a_write(b.lease.lease_id),
         "{}'s RBAC grants no write but on Leases and Events, which the fence lets through, so its fence \
          policy would refuse nothing: give the binary the writes its controllers make, or leave it out of \
          deploy/fencing",
@@ -765,7 +765,11 @@ mod tests {
             match fence_covers(&b).expect("fence") {
                 Covers::Everything => assert!(b.core, "{}", b.name),
                 Covers::Only(rules) => {
-                    assert!(Covers::Only(rules.clone()).fences_a_write(), "{}", b.name);
+                    assert!(
+                        Covers::Only(rules.clone()).fences_a_write(b.lease.lease_id),
+                        "{}",
+                        b.name
+                    );
                     assert!(
                         rules
                             .iter()

@@ -124,10 +124,25 @@ pub fn snapshot() -> Snapshot {
     snapshot_of(Path::new("/proc"), std::process::id())
 }
 
-fn snapshot_of(proc: &Path, bench: u32) -> Snapshot {
-    let mut threads = HashMap::new();
+/// One thread of a process in `/proc`.
+pub struct Thread {
+    /// The process.
+    pub pid: u32,
+    /// The thread.
+    pub tid: u32,
+    /// What the process is.
+    pub component: Component,
+    /// Its directory, `/proc/<pid>/task/<tid>`.
+    pub dir: std::path::PathBuf,
+}
+
+/// Every thread of every process in `proc` now, told apart by component (`bench` is the bench's own
+/// pid). Processes and threads that end while being listed are skipped; a machine without `/proc`
+/// lists none.
+pub fn threads_of(proc: &Path, bench: u32) -> Vec<Thread> {
+    let mut out = Vec::new();
     let Ok(entries) = std::fs::read_dir(proc) else {
-        return Snapshot { threads };
+        return out;
     };
     for entry in entries.filter_map(Result::ok) {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
@@ -146,13 +161,25 @@ fn snapshot_of(proc: &Path, bench: u32) -> Snapshot {
             continue;
         };
         for task in tasks.filter_map(Result::ok) {
-            let Ok(tid) = task.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            let stat = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
-            if let Some((run, wait)) = parse_schedstat(&stat) {
-                threads.insert((pid, tid), (component, run, wait));
+            if let Ok(tid) = task.file_name().to_string_lossy().parse::<u32>() {
+                out.push(Thread {
+                    pid,
+                    tid,
+                    component,
+                    dir: task.path(),
+                });
             }
+        }
+    }
+    out
+}
+
+fn snapshot_of(proc: &Path, bench: u32) -> Snapshot {
+    let mut threads = HashMap::new();
+    for t in threads_of(proc, bench) {
+        let stat = std::fs::read_to_string(t.dir.join("schedstat")).unwrap_or_default();
+        if let Some((run, wait)) = parse_schedstat(&stat) {
+            threads.insert((t.pid, t.tid), (t.component, run, wait));
         }
     }
     Snapshot { threads }

@@ -95,9 +95,9 @@ async fn stop_ms(mut log: std::fs::File) -> Option<f64> {
 }
 
 /// The shortest rest between a Deployment back to 2 Ready Pods and the next delete.
-const REST: Duration = Duration::from_millis(500);
+pub const REST: Duration = Duration::from_millis(500);
 /// The span over which the rests spread: the retry period (2 s) at which both electors' leaders renew.
-const PHASES: Duration = Duration::from_secs(2);
+pub const PHASES: Duration = Duration::from_secs(2);
 
 /// The rest before deletion `i`: [`REST`] plus a share of [`PHASES`] that steps by the golden ratio, so
 /// that the deletions fall evenly over every phase of the leader's renewals, as deletions at random
@@ -232,14 +232,10 @@ pub fn split(events: &[AuditEvent], namespace: &str, lease: &str, d: &Deletion) 
     let Some(delete) = delete else {
         return Split::default();
     };
-    let lease_write = |e: &&AuditEvent| {
-        e.resource == "leases"
-            && e.namespace == namespace
-            && e.name == lease
-            && e.is_write()
-            && e.code < 300
-            && e.received >= delete.received
+    let on_the_lease = |e: &&AuditEvent| {
+        e.resource == "leases" && e.namespace == namespace && e.name == lease && e.is_write()
     };
+    let lease_write = |e: &&AuditEvent| on_the_lease(e) && e.code < 300 && e.received >= delete.received;
     let release = events
         .iter()
         .filter(lease_write)
@@ -249,12 +245,8 @@ pub fn split(events: &[AuditEvent], namespace: &str, lease: &str, d: &Deletion) 
         .filter(lease_write)
         .find(|e| e.lock_holder().as_deref() == Some(d.new_holder.as_str()));
     let renewal_in_flight = release.is_some_and(|r| {
-        events.iter().any(|e| {
-            e.resource == "leases"
-                && e.namespace == namespace
-                && e.name == lease
-                && e.is_write()
-                && e.lock_holder().is_some_and(|h| workload::holder_pod(&h) == d.pod)
+        events.iter().filter(on_the_lease).any(|e| {
+            e.lock_holder().is_some_and(|h| workload::holder_pod(&h) == d.pod)
                 && e.stage_time >= delete.received
                 && e.received <= r.received
         })

@@ -32,6 +32,8 @@ mod handover;
 pub mod migration;
 mod report;
 mod rolling;
+mod weight;
+mod weighted;
 
 use handover::Split;
 
@@ -224,6 +226,12 @@ async fn measure(
         deletions,
     )
     .await?;
+    // The same deletions again with the control plane at a higher CPU weight, as on machines of its
+    // own, for both electors; then back to the node's weight for the rest of the run.
+    let weighted = weighted::run(&client, &pod_logs, &lease, deletions).await;
+    let restored = weight::set(0);
+    let weighted = weighted?;
+    restored.context("setting the control plane back to nice 0")?;
     let faults = faults::run(bed, &client, &cluster, &lease).await?;
     let pods = workload::wait_deployments(&client, NAMESPACE, &names, 2, READY_TIMEOUT).await?;
     // The kubelet's stats of a new Pod appear after its first housekeeping.
@@ -266,6 +274,7 @@ async fn measure(
         .iter()
         .map(|d| handover::split(&events, candidate::NAMESPACE, candidate::APP, d))
         .collect();
+    let weighted = weighted.split(&events, &lease);
     let md = report::document(&report::Run {
         deletions,
         provenance: &provenance,
@@ -277,6 +286,7 @@ async fn measure(
         theirs: &theirs,
         our_splits: &our_splits,
         their_splits: &their_splits,
+        weighted: &weighted,
         rollout: &rollout,
         migration: &migration,
         faults: &faults,

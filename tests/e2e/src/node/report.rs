@@ -10,6 +10,7 @@ use super::faults::Faults;
 use super::handover::{self, Deletion, Split};
 use super::migration::Migration;
 use super::rolling::Rollout;
+use super::weighted::{self, Weighted};
 use super::{StartTimes, candidate};
 
 /// What one run measured.
@@ -24,6 +25,7 @@ pub(super) struct Run<'a> {
     pub(super) theirs: &'a [Deletion],
     pub(super) our_splits: &'a [Split],
     pub(super) their_splits: &'a [Split],
+    pub(super) weighted: &'a Weighted,
     pub(super) rollout: &'a Rollout,
     pub(super) migration: &'a Migration,
     pub(super) faults: &'a Faults,
@@ -43,12 +45,20 @@ pub(super) fn document(run: &Run<'_>) -> anyhow::Result<String> {
         theirs,
         our_splits,
         their_splits,
+        weighted,
         rollout,
         migration,
         faults,
         refused,
     } = run;
     let (timings, release_on_cancel, grace) = candidate::provider_nop_conditions()?;
+    anyhow::ensure!(
+        timings.retry_period == handover::PHASES,
+        "the rests spread over {:?}, but the electors retry every {:?}: make handover::PHASES the retry \
+         period, or the text below wrong",
+        handover::PHASES,
+        timings.retry_period
+    );
     let mut md = String::new();
     writeln!(md, "# deploy/ on a real node")?;
     writeln!(md)?;
@@ -120,9 +130,12 @@ pub(super) fn document(run: &Run<'_>) -> anyhow::Result<String> {
          delete, naming another Pod (the standby, or the replacement when it wins the race for the released Lease), \
          {deletions} times, each once the Deployment was back to 2 Ready Pods. Before each delete the bench \
          read the Lease, started that watch and made a connection ready for the delete beside the watch's \
-         (kube's client speaks HTTP/1.1), then rested 0.5 s to 2.5 s, the rests stepping by the golden ratio \
-         through the electors' 2 s retry period so that the deletions fall at every phase of the leader's \
-         renewals, as deletions at random times do (tests/e2e/src/node/handover.rs)."
+         (kube's client speaks HTTP/1.1), then rested {} s to {} s, the rests stepping by the golden ratio \
+         through the electors' {} s retry period so that the deletions fall at every phase of the leader's \
+         renewals, as deletions at random times do (tests/e2e/src/node/handover.rs).",
+        handover::REST.as_secs_f64(),
+        (handover::REST + handover::PHASES).as_secs_f64(),
+        handover::PHASES.as_secs_f64(),
     )?;
     writeln!(md)?;
     handover_tables(&mut md, ours, theirs, our_splits, their_splits)?;
@@ -142,6 +155,7 @@ pub(super) fn document(run: &Run<'_>) -> anyhow::Result<String> {
         timings.retry_period,
     )?;
     writeln!(md)?;
+    weighted::section(&mut md, (ours, our_splits), (theirs, their_splits), weighted)?;
     for line in rollout.section() {
         writeln!(md, "{line}")?;
     }
@@ -267,11 +281,12 @@ fn handover_tables(
         md,
         "Deletions during which the old leader had a renewal of the Lease in flight (answered after the \
          delete arrived, received before the release), so that its release waited for that answer: ours \
-         {} of {}, client-go {} of {}. Both leaders renew every 2 s.",
+         {} of {}, client-go {} of {}. Both leaders renew every {} s.",
         in_flight(our_splits),
         our_splits.len(),
         in_flight(their_splits),
-        their_splits.len()
+        their_splits.len(),
+        handover::PHASES.as_secs_f64(),
     )?;
     writeln!(md)?;
     phases_table(md, our_splits, their_splits, &our_parts, &their_parts)?;
@@ -315,9 +330,10 @@ fn handover_tables(
     writeln!(md)?;
     writeln!(
         md,
-        "client-go's standby has no watch: it tries to acquire every retry period (2 s, jittered up to \
+        "client-go's standby has no watch: it tries to acquire every retry period ({} s, jittered up to \
          ×1.2), so it finds a released Lease {ta50:.0} ms (p50), {ta99:.0} ms (p99) after the release, \
          where ours, watching, takes it at once.{}",
+        handover::PHASES.as_secs_f64(),
         if ta50 * 2.0 > t50 - o50 {
             " That is most of the difference between the medians above."
         } else {
