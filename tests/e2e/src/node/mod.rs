@@ -229,9 +229,9 @@ async fn measure(
     // The same deletions again with the control plane at a higher CPU weight, as on machines of its
     // own, for both electors; then back to the node's weight for the rest of the run.
     let weighted = weighted::run(&client, &pod_logs, &lease, deletions).await;
-    let restored = weight::set(0);
+    let restored = weight::lower();
     let weighted = weighted?;
-    restored.context("setting the control plane back to nice 0")?;
+    restored.context("moving the control plane back to the root CPU group")?;
     let faults = faults::run(bed, &client, &cluster, &lease).await?;
     let pods = workload::wait_deployments(&client, NAMESPACE, &names, 2, READY_TIMEOUT).await?;
     // The kubelet's stats of a new Pod appear after its first housekeeping.
