@@ -454,9 +454,9 @@ fn fence_covers(b: &Deployed) -> anyhow::Result<election::admission::Covers> {
     let covers = Covers::Only(rules);
     anyhow::ensure!(
         covers.fences_a_write(b.lease.lease_id),
-        "{}'s RBAC grants no write but on Leases and Events, which the fence lets through, so its fence \
-         policy would refuse nothing: give the binary the writes its controllers make, or leave it out of \
-         deploy/fencing",
+        "{}'s RBAC grants no write but on Leases, Events and its ConfigMap lock, which the fence lets \
+         through, so its fence policy would refuse nothing: give the binary the writes its controllers make, \
+         or leave it out of deploy/fencing",
         b.name
     );
     Ok(covers)
