@@ -1,7 +1,8 @@
 //! `cargo xtask`: the project's automation.
 //!
-//! - `cargo xtask test [-- <cargo test args>]` builds the Go harness (cached), starts one local control
-//!   plane, runs the whole workspace test suite against it, and stops it. This is the README's test command.
+//! - `cargo xtask test [--lanes N] [-- <cargo test args>]` builds the Go harness (cached), starts one local
+//!   control plane, runs the whole workspace test suite against it (two test binaries at a time), and
+//!   stops it. This is the README's test command.
 //! - `cargo xtask demo [--keep|--ci|--down|--local]` runs the whole system live: on a real node where one
 //!   can start, the core from deploy/ and provider-nop and function-go installed by package, an XR composed
 //!   through the function, a leader's Pod deleted and an upgrade, each handover measured (else, or with
@@ -48,7 +49,11 @@ struct Cli {
 enum Command {
     /// Build the harness, start a control plane, run every test of the workspace against it, stop it.
     Test {
-        /// Arguments passed to `cargo test` after `--workspace` (e.g. `-p election -- interop`).
+        /// How many test binaries run at once in the whole workspace's run (1: one after another).
+        #[arg(long, default_value_t = suite::LANES, value_parser = clap::value_parser!(u16).range(1..=8))]
+        lanes: u16,
+        /// Arguments passed to `cargo test` after `--workspace` (e.g. `-p election -- interop`); with
+        /// them, `cargo test` runs its binaries itself, one after another.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
@@ -222,7 +227,7 @@ enum Command {
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Test { args } => suite::run(&args),
+        Command::Test { lanes, args } => suite::run(&args, lanes.into()),
         Command::Demo {
             keep,
             ci,

@@ -18,7 +18,7 @@ pub fn target_dir() -> PathBuf {
 }
 
 /// `cargo` (the one running this test, else the one on PATH), without the variables cargo sets for the
-/// process it runs.
+/// process it runs ([`clear_cargo_vars`]).
 ///
 /// Build scripts such as ring's declare `rerun-if-env-changed` on `CARGO_MANIFEST_DIR` and
 /// `CARGO_PKG_*`, which cargo checks in its own environment: a cargo started from `cargo xtask` or from a
@@ -27,6 +27,14 @@ pub fn target_dir() -> PathBuf {
 pub fn command() -> Command {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
+    clear_cargo_vars(&mut cmd);
+    cmd
+}
+
+/// Removes from `cmd`'s environment the variables cargo set for this process about its package
+/// (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*`, `CARGO_BIN_EXE_*`, `OUT_DIR`, ...), which would be wrong for
+/// any other package's process. `CARGO` itself is kept.
+pub fn clear_cargo_vars(cmd: &mut Command) {
     for (key, _) in std::env::vars_os() {
         let k = key.to_string_lossy();
         let set_by_cargo = k.starts_with("CARGO_PKG_")
@@ -47,7 +55,6 @@ pub fn command() -> Command {
             cmd.env_remove(&key);
         }
     }
-    cmd
 }
 
 /// Builds binary `bin` of workspace package `package` (debug profile) and returns its path.

@@ -167,7 +167,9 @@ fn build_tagged(binary: &Path, tag: &str) -> Result<PathBuf> {
     if binary.exists() {
         return Ok(binary.to_path_buf());
     }
-    let tmp = binary.with_extension("partial");
+    // Test binaries run in parallel and may build the same binary at once: each writes a file of its
+    // own, and the rename makes one of them the binary whole.
+    let tmp = binary.with_extension(format!("partial-{}", std::process::id()));
     let out = Command::new("go")
         .args(["build", "-tags", tag, "-trimpath", "-ldflags", &ldflags(), "-o"])
         .arg(&tmp)
