@@ -54,8 +54,8 @@ pub(super) fn document(run: &Run<'_>) -> anyhow::Result<String> {
     let (timings, release_on_cancel, grace) = candidate::provider_nop_conditions()?;
     anyhow::ensure!(
         timings.retry_period == handover::PHASES,
-        "the rests spread over {:?}, but the electors retry every {:?}: make handover::PHASES the retry \
-         period, or the text below wrong",
+        "handover::PHASES ({:?}) must be the electors' retry period ({:?}): the deletions are spread over \
+         one retry period so that they fall at every phase of the leader's renewals, and the document says so",
         handover::PHASES,
         timings.retry_period
     );
