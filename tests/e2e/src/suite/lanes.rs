@@ -114,7 +114,8 @@ fn lane_loop(
 /// Runs one binary as cargo would (in its package's directory, the cargo variables of `cargo xtask`
 /// itself cleared), then hands its output to `sink` under cargo's `Running` line.
 fn run_one(b: &Binary, envs: &[(&str, &OsStr)], logs: &Path, sink: &Sink<'_>) -> Outcome {
-    let log = logs.join(format!("{}-{}.log", b.package, b.target));
+    // Named by the label, not the target: a package's library and binary may share a name.
+    let log = logs.join(format!("{}-{}.log", b.package, b.label.replace(['/', ' '], "-")));
     let start = Instant::now();
     let result = spawn_into(b, envs, &log);
     let elapsed = start.elapsed();
@@ -212,7 +213,7 @@ mod tests {
         );
         let c = summary.counts;
         assert_eq!((c.passed, c.failed, c.ignored, c.results), (3, 1, 1, 2));
-        assert!(dir.join("logs").join("b-red.log").is_file());
+        assert!(dir.join("logs").join("b-tests-red.rs.log").is_file());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
