@@ -179,6 +179,7 @@ fn build_tagged(binary: &Path, tag: &str) -> Result<PathBuf> {
         .output()
         .map_err(Error::io("starting `go build -tags`", source_dir()))?;
     if !out.status.success() {
+        let _ = std::fs::remove_file(&tmp);
         return Err(Error::Build(format!(
             "`go build -tags {tag}` failed ({}):\n{}",
             out.status,

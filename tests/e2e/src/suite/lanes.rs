@@ -130,8 +130,8 @@ fn run_one(b: &Binary, envs: &[(&str, &OsStr)], logs: &Path, sink: &Sink<'_>) ->
         Ok(status) => (
             false,
             format!(
-                "error: test failed, to rerun pass `-p {} --test {}` ({status})\n",
-                b.package, b.target
+                "error: test failed ({status}); to rerun it alone: cargo xtask test -- -p {} {}\n",
+                b.package, b.selector
             ),
         ),
         Err(e) => (false, format!("error: {e:#}\n")),
@@ -178,6 +178,7 @@ mod tests {
             package: package.into(),
             target: name.into(),
             label: format!("tests/{name}.rs"),
+            selector: format!("--test {name}"),
             executable: path,
             manifest_dir: dir.to_path_buf(),
         }
@@ -200,7 +201,10 @@ mod tests {
         let summary = run(binaries, 2, &[], &dir.join("logs"), &sink).expect("the run");
         let printed = printed.into_inner().expect("sink");
         assert!(printed.contains("     Running tests/red.rs ("), "{printed}");
-        assert!(printed.contains("to rerun pass `-p b --test red`"), "{printed}");
+        assert!(
+            printed.contains("to rerun it alone: cargo xtask test -- -p b --test red"),
+            "{printed}"
+        );
         assert!(
             printed.contains("tests/silent.rs reported no test result line"),
             "{printed}"

@@ -141,6 +141,10 @@ fn in_lanes(envs: &[(&str, &OsStr)], lanes: usize) -> anyhow::Result<i32> {
     if !doc.status.success() {
         failed.push(format!("the doc tests ({})", doc.status));
     }
+    // A run in which no test passed proves nothing, whatever the exit codes said.
+    if counts.passed == 0 {
+        failed.push(format!("the run as a whole: no test passed in {count} binaries"));
+    }
     for f in &failed {
         eprintln!("[test] FAILED: {f}");
     }

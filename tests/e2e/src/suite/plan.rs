@@ -14,6 +14,8 @@ pub struct Binary {
     pub target: String,
     /// What cargo calls it on its `Running` line: `tests/faults.rs` or `unittests src/lib.rs`.
     pub label: String,
+    /// What selects it for `cargo test -p <package>`: `--test faults`, `--lib` or `--bin name`.
+    pub selector: String,
     /// The executable.
     pub executable: PathBuf,
     /// The package's directory, where cargo runs its tests.
@@ -49,15 +51,18 @@ fn binary(m: &serde_json::Value) -> Option<Binary> {
         .iter()
         .filter_map(|k| k.as_str())
         .collect();
-    let label = if kinds.contains(&"test") {
-        relative
+    let (label, selector) = if kinds.contains(&"test") {
+        (relative, format!("--test {target}"))
+    } else if kinds.contains(&"bin") {
+        (format!("unittests {relative}"), format!("--bin {target}"))
     } else {
-        format!("unittests {relative}")
+        (format!("unittests {relative}"), "--lib".to_owned())
     };
     Some(Binary {
         package: package_name(m["package_id"].as_str()?, &manifest_dir)?,
         target,
         label,
+        selector,
         executable,
         manifest_dir,
     })
@@ -290,6 +295,19 @@ mod tests {
                 ("other", "t", "tests/t.rs"),
             ]
         );
+        assert_eq!(
+            found.iter().map(|b| b.selector.as_str()).collect::<Vec<_>>(),
+            ["--test faults", "--lib", "--test t"]
+        );
+        let main = binaries(&artifact(
+            "path+file:///w/tests/e2e#0.1.0",
+            "bin",
+            "e2e-crossplane",
+            "/w/tests/e2e/src/bin/e2e-crossplane.rs",
+            true,
+        ));
+        assert_eq!(main[0].selector, "--bin e2e-crossplane");
+        assert_eq!(main[0].label, "unittests src/bin/e2e-crossplane.rs");
         assert_eq!(found[0].manifest_dir, Path::new("/w/tests/e2e"));
         assert_eq!(found[0].executable, Path::new("/w/target/debug/deps/faults-abc"));
     }
@@ -299,6 +317,7 @@ mod tests {
             package: package.into(),
             target: target.into(),
             label: format!("tests/{target}.rs"),
+            selector: format!("--test {target}"),
             executable: PathBuf::from(target),
             manifest_dir: PathBuf::from(package),
         }
