@@ -109,22 +109,51 @@ pub fn rest(i: usize) -> Duration {
     REST + PHASES.mul_f64(phase)
 }
 
-/// Deletes the Pod holding `lease` `n` times, each once the Deployment `app` in `namespace` is back to
-/// 2 Ready Pods, and times each handover. The deleted leader's log is read from the node's Pod log
+/// Where the replicas whose leader is deleted come from.
+pub enum Pool<'a> {
+    /// The Deployment `app`: its ReplicaSet creates a replacement as soon as a Pod is deleted.
+    Deployment,
+    /// Bare Pods of its template, which nothing replaces until the bench creates the next one, after
+    /// the handover ([`bare`](super::bare)).
+    Bare(&'a super::bare::Pods),
+}
+
+impl Pool<'_> {
+    /// The label selector of the replicas of `app`.
+    fn selector(&self, app: &str) -> String {
+        match self {
+            Pool::Deployment => format!("{}={app}", super::bare::NAME_LABEL),
+            Pool::Bare(pods) => pods.selector(),
+        }
+    }
+
+    /// Waits until `app` in `namespace` has 2 Ready replicas again.
+    async fn ready(&self, client: &kube::Client, namespace: &str, app: &str) -> anyhow::Result<()> {
+        match self {
+            Pool::Deployment => {
+                workload::wait_deployments(client, namespace, &[app.to_string()], 2, READY_TIMEOUT).await?;
+                Ok(())
+            }
+            Pool::Bare(pods) => pods.ready(READY_TIMEOUT).await,
+        }
+    }
+}
+
+/// Deletes the Pod holding `lease` `n` times, each once `app`'s `pool` in `namespace` is back to 2
+/// Ready Pods, and times each handover. The deleted leader's log is read from the node's Pod log
 /// directory `pod_logs` after each handover: nothing streams it while the handover is timed.
 pub async fn delete_leaders(
     client: &kube::Client,
     pod_logs: &Path,
-    namespace: &str,
-    app: &str,
-    lease: &str,
+    (namespace, app, lease): (&str, &str, &str),
+    pool: Pool<'_>,
     n: usize,
 ) -> anyhow::Result<Vec<Deletion>> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    let selector = format!("app.kubernetes.io/name={app}");
+    let selector = pool.selector(app);
     let mut out = Vec::new();
     for i in 0..n {
-        workload::wait_deployments(client, namespace, &[app.to_string()], 2, READY_TIMEOUT).await?;
+        pool.ready(client, namespace, app).await?;
         let before: Vec<String> = pods
             .list(&ListParams::default().labels(&selector))
             .await?
@@ -165,7 +194,7 @@ pub async fn delete_leaders(
         );
         out.push(d);
     }
-    workload::wait_deployments(client, namespace, &[app.to_string()], 2, READY_TIMEOUT).await?;
+    pool.ready(client, namespace, app).await?;
     Ok(out)
 }
 

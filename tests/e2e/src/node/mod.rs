@@ -6,7 +6,8 @@
 //! Pods per Deployment.
 //! Then it deletes the provider-nop leader's Pod `--deletions` times (each time once the Deployment is
 //! back to 2 Ready Pods) and measures how long the Lease takes to reach the other Pod; then does the same
-//! to a Deployment of client-go's lease candidate under the same conditions ([`candidate`]), splits each
+//! to a Deployment of client-go's lease candidate under the same conditions ([`candidate`]), and both
+//! again as bare Pods that nothing replaces during the handover ([`bare`]), splits each
 //! handover with the audit log at the old leader's release, runs the faults only a node gives (a
 //! container killed, an eviction against the budget, a leader frozen with its requests in flight),
 //! reads each Pod's memory from the kubelet's stats, rolls provider-nop and the core from build A to B
@@ -24,6 +25,7 @@ use testenv::workload;
 
 use release::{image, target_dir};
 
+mod bare;
 mod candidate;
 mod cpu;
 mod cutoff;
@@ -32,8 +34,6 @@ mod handover;
 pub mod migration;
 mod report;
 mod rolling;
-mod weight;
-mod weighted;
 
 use handover::Split;
 
@@ -194,8 +194,14 @@ async fn measure(
         .clone();
 
     let pod_logs = bed.node().dir().join("pod-logs");
-    let ours =
-        handover::delete_leaders(&client, &pod_logs, NAMESPACE, "provider-nop", &lease, deletions).await?;
+    let ours = handover::delete_leaders(
+        &client,
+        &pod_logs,
+        (NAMESPACE, "provider-nop", &lease),
+        handover::Pool::Deployment,
+        deletions,
+    )
+    .await?;
     // Split now (the audit log has every deletion's writes: the last handover ended seconds ago, once
     // the Deployment was back to 2 Ready Pods) and shown as soon as they are done.
     let our_splits: Vec<Split> = {
@@ -220,18 +226,14 @@ async fn measure(
     let theirs = handover::delete_leaders(
         &client,
         &pod_logs,
-        candidate::NAMESPACE,
-        candidate::APP,
-        candidate::APP,
+        (candidate::NAMESPACE, candidate::APP, candidate::APP),
+        handover::Pool::Deployment,
         deletions,
     )
     .await?;
-    // The same deletions again with the control plane at a higher CPU weight, as on machines of its
-    // own, for both electors; then back to the node's weight for the rest of the run.
-    let weighted = weighted::run(&client, &pod_logs, &lease, deletions).await;
-    let restored = weight::lower();
-    let weighted = weighted?;
-    restored.context("moving the control plane back to the root CPU group")?;
+    // The same deletions again with each elector's replicas as bare Pods, which nothing replaces
+    // during the handover; then the Deployments back for the rest of the run.
+    let bare = bare::run(&client, &pod_logs, &lease, deletions).await?;
     let faults = faults::run(bed, &client, &cluster, &lease).await?;
     let pods = workload::wait_deployments(&client, NAMESPACE, &names, 2, READY_TIMEOUT).await?;
     // The kubelet's stats of a new Pod appear after its first housekeeping.
@@ -274,7 +276,7 @@ async fn measure(
         .iter()
         .map(|d| handover::split(&events, candidate::NAMESPACE, candidate::APP, d))
         .collect();
-    let weighted = weighted.split(&events, &lease);
+    let bare = bare.split(&events, &lease);
     let md = report::document(&report::Run {
         deletions,
         provenance: &provenance,
@@ -286,7 +288,7 @@ async fn measure(
         theirs: &theirs,
         our_splits: &our_splits,
         their_splits: &their_splits,
-        weighted: &weighted,
+        bare: &bare,
         rollout: &rollout,
         migration: &migration,
         faults: &faults,

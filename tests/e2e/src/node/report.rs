@@ -5,12 +5,12 @@ use std::{collections::BTreeMap, fmt::Write as _};
 use k8s_openapi::api::core::v1::Pod;
 use testenv::workload;
 
+use super::bare::{self, Bare};
 use super::cpu::{Component, Usage};
 use super::faults::Faults;
 use super::handover::{self, Deletion, Split};
 use super::migration::Migration;
 use super::rolling::Rollout;
-use super::weighted::{self, Weighted};
 use super::{StartTimes, candidate};
 
 /// What one run measured.
@@ -25,7 +25,7 @@ pub(super) struct Run<'a> {
     pub(super) theirs: &'a [Deletion],
     pub(super) our_splits: &'a [Split],
     pub(super) their_splits: &'a [Split],
-    pub(super) weighted: &'a Weighted,
+    pub(super) bare: &'a Bare,
     pub(super) rollout: &'a Rollout,
     pub(super) migration: &'a Migration,
     pub(super) faults: &'a Faults,
@@ -45,7 +45,7 @@ pub(super) fn document(run: &Run<'_>) -> anyhow::Result<String> {
         theirs,
         our_splits,
         their_splits,
-        weighted,
+        bare,
         rollout,
         migration,
         faults,
@@ -155,7 +155,7 @@ pub(super) fn document(run: &Run<'_>) -> anyhow::Result<String> {
         timings.retry_period,
     )?;
     writeln!(md)?;
-    weighted::section(&mut md, (ours, our_splits), (theirs, their_splits), weighted)?;
+    bare::section(&mut md, (ours, our_splits), (theirs, their_splits), bare)?;
     for line in rollout.section() {
         writeln!(md, "{line}")?;
     }
